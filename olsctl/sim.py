@@ -1,0 +1,159 @@
+"""The main simulator: a SimPy environment replaying a workload under a policy.
+
+SimPy owns the clock and the event heap. Events at one instant run in this order, by
+SimPy priority: all completions, then all arrivals, then controller ticks and setting
+changes, then ONE scheduling pass (DESIGN.md). The pass, the bookkeeping and the policy
+are the same code the what-if engine runs (:mod:`olsctl.whatif`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from olsctl.checker import NULL_CHECKER, Checker
+from olsctl.records import JobRecord, RunRecords, TimeSeries
+from olsctl.state import SimState
+from olsctl.workload import Workload
+
+#: SimPy priorities of the event kinds at one instant (lower runs first).
+COMPLETION, ARRIVAL, CONTROL, PASS = 0, 1, 2, 3
+
+
+class Progress:
+    """Do-nothing progress sink; the CLI passes one that draws a bar."""
+
+    def update(self, done: int, total: int, now_s: float) -> None:
+        pass
+
+
+NULL_PROGRESS = Progress()
+
+
+def delay_to(now: float, target: float) -> float:
+    """A delay d >= 0 with ``now + d == target`` exactly, so event times are the trace's."""
+    d = target - now
+    for _ in range(4):
+        if now + d == target:
+            return d
+        d = math.nextafter(d, math.inf if now + d < target else -math.inf)
+    return max(target - now, 0.0)
+
+
+class MainSimulator:
+    """Replays ``workload`` under ``policy``; the active-processor count may change mid-run.
+
+    ``estimate_s`` are the estimates the policy sees (one per job, in workload order).
+    Use :meth:`at` to run a function at given simulated times (in the controller slot of
+    the event order), e.g. to take snapshots or change ``active_procs``.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        policy,
+        estimate_s: np.ndarray,
+        active_procs: int | None = None,
+        checker: Checker = NULL_CHECKER,
+        progress: Progress = NULL_PROGRESS,
+    ) -> None:
+        self.env = simpy.Environment(initial_time=float(workload.submit_s[0]))
+        self.policy = policy
+        self.state = SimState(workload.machine_procs, workload.job_id, workload.submit_s,
+                              workload.procs, estimate_s, workload.runtime_s,
+                              active_procs, checker)
+        self.state.now_s = self.env.now
+        self.jobs: list[JobRecord] = []
+        self.samples = TimeSeries()
+        self.progress = progress
+        self._pass_pending = False
+        self._n_jobs = len(workload)
+        times = workload.submit_s
+        cut = np.flatnonzero(np.diff(times)) + 1
+        self._group_start = np.concatenate(([0], cut)).tolist()
+        self._group_end = np.concatenate((cut, [times.size])).tolist()
+        self._group_time = times[self._group_start].tolist()
+        self._next_group = 0
+        self._schedule(0.0, ARRIVAL, self._on_arrivals)
+
+    # -- public controls ------------------------------------------------------------------
+    def at(self, time_s: float, fn: Callable[["MainSimulator"], None]) -> None:
+        """Call ``fn(self)`` at simulated time ``time_s`` (after completions and arrivals
+        due then, before that instant's pass, which is always run)."""
+        self._schedule(delay_to(self.env.now, max(time_s, self.env.now)), CONTROL,
+                       lambda _ev: self._on_control(fn))
+
+    def set_active_procs(self, n: int) -> None:
+        """Change the active-processor count now; running jobs are never stopped."""
+        if not 0 <= n <= self.state.total_procs:
+            raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
+        self.state.active_procs = int(n)
+        self._request_pass()
+
+    def run(self) -> RunRecords:
+        """Run to the end of the workload (every job started and finished)."""
+        self.env.run()
+        self.progress.update(len(self.jobs), self._n_jobs, self.env.now)
+        return RunRecords(self.state.total_procs, self.jobs, self.samples)
+
+    @property
+    def finished(self) -> bool:
+        st = self.state
+        return self._next_group >= len(self._group_start) and not st.queue and not st.running
+
+    # -- event callbacks ---------------------------------------------------------------------
+    def _schedule(self, delay: float, priority: int, callback: Callable, value=None) -> None:
+        # A pre-triggered event, as simpy.Timeout builds one, but with our priority.
+        event = simpy.Event(self.env)
+        event._ok = True
+        event._value = value
+        event.callbacks.append(callback)
+        self.env.schedule(event, priority, delay)
+
+    def _request_pass(self) -> None:
+        if not self._pass_pending:
+            self._pass_pending = True
+            self._schedule(0.0, PASS, self._on_pass)
+
+    def _on_arrivals(self, _event) -> None:
+        g = self._next_group
+        queue = self.state.queue
+        queue.extend(range(self._group_start[g], self._group_end[g]))
+        self._next_group = g + 1
+        if g + 1 < len(self._group_time):
+            self._schedule(delay_to(self.env.now, self._group_time[g + 1]), ARRIVAL,
+                           self._on_arrivals)
+        self._request_pass()
+
+    def _on_completion(self, event) -> None:
+        self.state.finish(event._value)
+        self._request_pass()
+
+    def _on_control(self, fn: Callable[["MainSimulator"], None]) -> None:
+        self.state.now_s = self.env.now
+        fn(self)
+        self._request_pass()
+
+    def _on_pass(self, _event) -> None:
+        self._pass_pending = False
+        st = self.state
+        now = st.now_s = self.env.now
+        started = st.run_pass(self.policy)
+        if started:
+            runtime = st.runtime_s
+            jobs = self.jobs
+            for j in started:
+                run = runtime[j]
+                self._schedule(run, COMPLETION, self._on_completion, j)
+                jobs.append(JobRecord(st.job_id[j], st.submit_s[j], now, now + run, run,
+                                      st.procs[j], st.estimate_s[j]))
+            if len(jobs) % 2048 < len(started):
+                self.progress.update(len(jobs), self._n_jobs, now)
+        s = self.samples
+        s.time_s.append(now)
+        s.queue_len.append(len(st.queue))
+        s.busy_procs.append(st.busy_procs)
+        s.active_procs.append(st.active_procs)

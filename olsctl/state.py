@@ -1,0 +1,183 @@
+"""Simulation state as plain data, shared by the main simulator and the what-if engine.
+
+:class:`SimState` is the live, mutable bookkeeping one scheduling pass reads and changes
+(clock, processors, waiting queue, running jobs). Policies hold settings only: everything
+a run remembers lives here, so :meth:`SimState.snapshot` plus the policy's settings is the
+whole future of a simulation. A :class:`Snapshot` is frozen numpy data: picklable, cheap to
+copy and to ship to another process.
+
+Job attributes are plain Python lists indexed by a job index (fast in the hot loop). The
+true runtime is kept for the drivers (they schedule completions); policies must read only
+``estimate_s``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from olsctl.checker import NULL_CHECKER, Checker
+
+
+class SimState:
+    """Clock, processor counts, queue and running jobs of one simulation.
+
+    Invariants (checked by :class:`olsctl.checker.StrictChecker`): ``busy_procs`` is the sum
+    of the processors of running jobs; a job starts at most once, never before its submit
+    time, and only if ``busy_procs + procs <= active_procs``. ``active_procs`` may be set
+    below ``busy_procs``: running jobs are never killed, new starts wait.
+    """
+
+    __slots__ = (
+        "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
+        "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
+        "started", "checker",
+    )
+
+    def __init__(
+        self,
+        total_procs: int,
+        job_id: Sequence[int],
+        submit_s: Sequence[float],
+        procs: Sequence[int],
+        estimate_s: Sequence[float],
+        runtime_s: Sequence[float],
+        active_procs: int | None = None,
+        checker: Checker = NULL_CHECKER,
+    ) -> None:
+        self.now_s = 0.0
+        self.total_procs = int(total_procs)
+        self.active_procs = int(total_procs if active_procs is None else active_procs)
+        self.busy_procs = 0
+        self.job_id: list[int] = _as_list(job_id, int)
+        self.submit_s: list[float] = _as_list(submit_s, float)
+        self.procs: list[int] = _as_list(procs, int)
+        self.estimate_s: list[float] = _as_list(estimate_s, float)
+        self.runtime_s: list[float] = _as_list(runtime_s, float)
+        self.start_s: list[float] = [float("nan")] * len(self.job_id)
+        #: waiting jobs in arrival order, i.e. (submit time, job id)
+        self.queue: list[int] = []
+        #: running jobs as (expected end = start + estimate, index), ascending
+        self.running: list[tuple[float, int]] = []
+        #: per running job, what the policy holds for it (e.g. processors per partition)
+        self.alloc: dict[int, Any] = {}
+        #: jobs started during the current pass, in start order
+        self.started: list[int] = []
+        self.checker = checker
+
+    # -- changes made by drivers -------------------------------------------------------
+    def arrive(self, idx: int) -> None:
+        """Job ``idx`` joins the end of the waiting queue."""
+        self.queue.append(idx)
+
+    def finish(self, idx: int) -> None:
+        """Running job ``idx`` ends now and returns its processors."""
+        key = (self.start_s[idx] + self.estimate_s[idx], idx)
+        running = self.running
+        pos = bisect_left(running, key)
+        del running[pos]
+        self.busy_procs -= self.procs[idx]
+        self.alloc.pop(idx, None)
+        self.checker.on_finish(self, idx)
+
+    def run_pass(self, policy: Any) -> list[int]:
+        """One scheduling pass; returns the jobs started, in start order."""
+        self.started = started = []
+        policy.schedule(self)
+        if started:
+            gone = set(started)
+            self.queue = [j for j in self.queue if j not in gone]
+        return started
+
+    # -- changes made by policies --------------------------------------------------------
+    def start(self, idx: int, alloc: Any = None) -> None:
+        """Start waiting job ``idx`` now (policies call this during a pass)."""
+        self.checker.on_start(self, idx)
+        now = self.now_s
+        self.start_s[idx] = now
+        self.busy_procs += self.procs[idx]
+        insort(self.running, (now + self.estimate_s[idx], idx))
+        if alloc is not None:
+            self.alloc[idx] = alloc
+        self.started.append(idx)
+
+    @property
+    def free_procs(self) -> int:
+        """Active processors not in use (negative after the active count was lowered)."""
+        return self.active_procs - self.busy_procs
+
+    # -- snapshots -------------------------------------------------------------------------
+    def snapshot(self) -> "Snapshot":
+        """Frozen copy of the jobs still in the system (running, then waiting in order)."""
+        idx = [j for _, j in self.running] + list(self.queue)
+        pick = np.asarray(idx, dtype=np.int64)
+
+        def col(values: list, dtype: type) -> np.ndarray:
+            return np.asarray(values, dtype=dtype)[pick] if idx else np.empty(0, dtype)
+
+        return Snapshot(
+            now_s=self.now_s,
+            total_procs=self.total_procs,
+            active_procs=self.active_procs,
+            n_running=len(self.running),
+            job_id=col(self.job_id, np.int64),
+            submit_s=col(self.submit_s, float),
+            procs=col(self.procs, np.int64),
+            estimate_s=col(self.estimate_s, float),
+            runtime_s=col(self.runtime_s, float),
+            start_s=np.asarray([self.start_s[j] for _, j in self.running]
+                               + [np.nan] * len(self.queue), dtype=float),
+            running_alloc=tuple(self.alloc.get(j) for _, j in self.running),
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: "Snapshot", checker: Checker = NULL_CHECKER) -> "SimState":
+        """A live state equal to the one the snapshot was taken of (jobs re-indexed 0..n-1)."""
+        state = cls(snap.total_procs, snap.job_id, snap.submit_s, snap.procs,
+                    snap.estimate_s, snap.runtime_s, snap.active_procs, checker)
+        state.now_s = snap.now_s
+        for i in range(snap.n_running):
+            start = float(snap.start_s[i])
+            state.start_s[i] = start
+            state.busy_procs += state.procs[i]
+            state.running.append((start + state.estimate_s[i], i))
+            if snap.running_alloc[i] is not None:
+                state.alloc[i] = snap.running_alloc[i]
+        state.running.sort()
+        state.queue = list(range(snap.n_running, len(state.job_id)))
+        checker.adopt(state)
+        return state
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The jobs in the system at ``now_s`` and the machine settings, as numpy data.
+
+    Rows ``[0, n_running)`` are running jobs (``start_s`` set), the rest wait in queue
+    order (``start_s`` NaN). Picklable; nothing refers back to the live simulation.
+    """
+
+    now_s: float
+    total_procs: int
+    active_procs: int
+    n_running: int
+    job_id: np.ndarray
+    submit_s: np.ndarray
+    procs: np.ndarray
+    estimate_s: np.ndarray
+    runtime_s: np.ndarray
+    start_s: np.ndarray
+    running_alloc: tuple = field(default=())
+
+    @property
+    def n_waiting(self) -> int:
+        return int(self.job_id.size) - self.n_running
+
+
+def _as_list(values: Sequence, kind: type) -> list:
+    if isinstance(values, np.ndarray):
+        return values.astype(kind).tolist()
+    return [kind(v) for v in values]

@@ -1,0 +1,208 @@
+"""Workloads: SWF records turned into jobs by the loading rules, with a load report.
+
+Loading rules (DESIGN.md): processors = field 8 if > 0 else field 5; runtime = field 4;
+records with runtime <= 0 or processors <= 0 are dropped; jobs wider than the machine are
+rejected (never clipped); the machine size is the header's MaxProcs, else MaxNodes,
+unless the caller sets it. Jobs are ordered by (submit time, job id).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from olsctl.errors import TraceError
+from olsctl.swf import SwfHeader, SwfReader
+
+ESTIMATE_MODES = ("exact", "user")
+
+#: Short names of the bundled logs; the first is the default trace.
+BUNDLED = {
+    "KTH-SP2": "KTH-SP2-1996-2.1-cln.swf.gz",
+    "SDSC-SP2": "SDSC-SP2-1998-4.2-cln.swf.gz",
+    "CTC-SP2": "CTC-SP2-1996-3.1-cln.swf.gz",
+    "SDSC-BLUE": "SDSC-BLUE-2000-4.2-cln.swf.gz",
+}
+DEFAULT_TRACE = "KTH-SP2"
+
+
+def bundled_dir() -> Path:
+    """Folder holding the bundled traces (installed as package data ``olsctl.traces``)."""
+    return Path(str(importlib.resources.files("olsctl.traces")))
+
+
+def resolve_trace(name_or_path: str | Path, base: Path | None = None) -> Path:
+    """A bundled log's short or file name, or a path (relative to ``base`` if given)."""
+    text = str(name_or_path)
+    if text in BUNDLED:
+        return bundled_dir() / BUNDLED[text]
+    path = Path(text).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    if not path.exists() and path.name in BUNDLED.values() and (bundled_dir() / path.name).exists():
+        return bundled_dir() / path.name
+    if not path.exists():
+        known = ", ".join(BUNDLED)
+        raise TraceError(f"{text}: no such file (bundled logs: {known})")
+    return path
+
+
+@dataclass
+class LoadReport:
+    """What loading kept and dropped, and why (counts by reason)."""
+
+    source: str
+    records: int = 0
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    bad_lines: int = 0
+    first_bad_line: str | None = None
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "records": self.records,
+            "kept": self.kept,
+            "dropped": dict(sorted(self.dropped.items())),
+            "bad_lines_skipped": self.bad_lines,
+        }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs as column arrays, sorted by (submit time, job id); times in seconds.
+
+    ``requested_time_s`` is SWF field 9 as logged (-1 when unknown); ``estimate_s(mode)``
+    applies the estimate rule. ``user_id``/``group_id`` are -1 when unknown.
+    """
+
+    name: str
+    machine_procs: int
+    header: SwfHeader
+    report: LoadReport
+    job_id: np.ndarray
+    submit_s: np.ndarray
+    runtime_s: np.ndarray
+    procs: np.ndarray
+    requested_time_s: np.ndarray
+    user_id: np.ndarray
+    group_id: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.job_id.size)
+
+    def estimate_s(self, mode: str) -> np.ndarray:
+        """Runtime estimates: ``exact`` = runtime; ``user`` = max(field 9, runtime), or the
+        runtime when field 9 is missing (<= 0)."""
+        if mode == "exact":
+            return self.runtime_s.copy()
+        if mode == "user":
+            req = self.requested_time_s
+            return np.where(req > 0, np.maximum(req, self.runtime_s), self.runtime_s)
+        raise ValueError(f"unknown estimate mode {mode!r}; use one of {ESTIMATE_MODES}")
+
+    def head(self, n_jobs: int) -> "Workload":
+        """The first ``n_jobs`` jobs (same machine), e.g. for quick studies and tests."""
+        return self.select(np.arange(min(n_jobs, len(self))))
+
+    def select(self, index: np.ndarray) -> "Workload":
+        """A workload of the jobs at ``index`` (kept in order)."""
+        cols = {
+            name: getattr(self, name)[index]
+            for name in ("job_id", "submit_s", "runtime_s", "procs", "requested_time_s",
+                         "user_id", "group_id")
+        }
+        return Workload(self.name, self.machine_procs, self.header, self.report, **cols)
+
+
+def load_workload(
+    path: str | Path,
+    machine_procs: int | None = None,
+    skip_bad_lines: bool = False,
+) -> Workload:
+    """Read an SWF file (plain or gzipped) and apply the loading rules.
+
+    Raises :class:`TraceError` with file, line and field for malformed input, negative or
+    decreasing submit times, duplicate job ids, an unknown machine size, or no jobs.
+    """
+    path = Path(path)
+    reader = SwfReader(path, skip_bad_lines=skip_bad_lines)
+    report = LoadReport(source=path.name)
+    cols: list[list[float]] = [[] for _ in range(7)]
+    seen_ids: dict[float, int] = {}
+    last_submit = -1.0
+    last_line = 0
+    for rec in reader:
+        v = rec.values
+        job_id, submit, runtime = v[0], v[1], v[3]
+        problem = None
+        if submit < 0:
+            problem = f"field 2 (submit_time) is negative: {submit:g}"
+        elif submit < last_submit:
+            problem = (f"field 2 (submit_time) goes back in time: {submit:g} after "
+                       f"{last_submit:g} on line {last_line}")
+        elif job_id in seen_ids:
+            problem = f"field 1 (job_number) {job_id:g} repeats line {seen_ids[job_id]}"
+        if problem is not None:
+            if not skip_bad_lines:
+                raise TraceError(f"{path.name}:{rec.line_no}: {problem}")
+            reader.bad_lines += 1
+            reader.first_error = reader.first_error or f"{path.name}:{rec.line_no}: {problem}"
+            continue
+        seen_ids[job_id] = rec.line_no
+        last_submit, last_line = submit, rec.line_no
+        report.records += 1
+        procs = v[7] if v[7] > 0 else v[4]
+        if runtime <= 0:
+            report.drop("runtime <= 0")
+            continue
+        if procs <= 0:
+            report.drop("processors <= 0")
+            continue
+        for col, value in zip(cols, (job_id, submit, runtime, procs, v[8], v[11], v[12])):
+            col.append(value)
+    report.bad_lines = reader.bad_lines
+    report.first_bad_line = reader.first_error
+
+    size = machine_procs or reader.header.first_int("MaxProcs") or reader.header.first_int("MaxNodes")
+    if not size or size <= 0:
+        raise TraceError(
+            f"{path.name}: machine size unknown: no MaxProcs or MaxNodes header; set procs"
+        )
+    if report.records == 0:
+        what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
+        raise TraceError(f"{path.name}: {what}")
+
+    job_id, submit, runtime, procs, req, user, group = (np.asarray(c, dtype=float) for c in cols)
+    fits = procs <= size
+    if not fits.all():
+        report.dropped["wider than the machine"] = int((~fits).sum())
+    report.kept = int(fits.sum())
+    if report.kept == 0:
+        raise TraceError(f"{path.name}: no job is left after the loading rules "
+                         f"({report.records} records, all dropped)")
+    order = np.lexsort((job_id[fits], submit[fits]))
+    pick = np.flatnonzero(fits)[order]
+    return Workload(
+        name=path.name,
+        machine_procs=int(size),
+        header=reader.header,
+        report=report,
+        job_id=job_id[pick].astype(np.int64),
+        submit_s=submit[pick],
+        runtime_s=runtime[pick],
+        procs=procs[pick].astype(np.int64),
+        requested_time_s=req[pick],
+        user_id=user[pick].astype(np.int64),
+        group_id=group[pick].astype(np.int64),
+    )

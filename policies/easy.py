@@ -1,0 +1,30 @@
+"""EASY backfilling: one reservation, for the job at the head of the queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from olsctl.policies.backfill import easy_pass
+from olsctl.policies.order import ORDERS, Order
+
+if TYPE_CHECKING:
+    from olsctl.state import SimState
+
+
+@dataclass(frozen=True)
+class EasyBackfill:
+    """EASY backfilling over a queue order (``fcfs`` by default)."""
+
+    order: str = "fcfs"
+    name: str = field(default="easy", init=False)
+    _order: Order = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", ORDERS[self.order])
+
+    def schedule(self, state: "SimState") -> None:
+        easy_pass(state, self._order(state, state.queue))
+
+    def settings(self) -> dict:
+        return {"name": self.name, "order": self.order}
