@@ -1,0 +1,123 @@
+"""Speed benchmark: the main simulator and the what-if engine against a plain heapq EASY
+loop, run in the same process on the same jobs (simulation only; parsing timed apart).
+
+The reference loop below is deliberately independent of olsctl's state and policy code:
+one heap of arrivals and completions, a list queue, and the EASY rules written inline.
+It also serves as a cross-check: the benchmark verifies all three give the same starts.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+
+import numpy as np
+
+from olsctl.policies import make_policy
+from olsctl.sim import MainSimulator
+from olsctl.whatif import JobTable, empty_snapshot, run_whatif
+from olsctl.workload import Workload
+
+
+def reference_easy(submit: list[float], runtime: list[float], procs: list[int],
+                   estimate: list[float], machine: int) -> list[float]:
+    """Start times of an FCFS EASY schedule, by a straightforward event loop."""
+    n = len(submit)
+    events = [(submit[i], 1, i) for i in range(n)]  # kind 0 = completion, 1 = arrival
+    heapify(events)
+    start = [float("nan")] * n
+    queue: list[int] = []
+    expected_end: dict[int, float] = {}
+    free = machine
+    while events:
+        t = events[0][0]
+        while events and events[0][0] == t:
+            _, kind, i = heappop(events)
+            if kind == 0:
+                free += procs[i]
+                del expected_end[i]
+            else:
+                queue.append(i)
+        while queue and procs[queue[0]] <= free:
+            i = queue.pop(0)
+            start[i] = t
+            free -= procs[i]
+            expected_end[i] = t + estimate[i]
+            heappush(events, (t + runtime[i], 0, i))
+        if not queue or free <= 0:
+            continue
+        need = procs[queue[0]]
+        avail, shadow = free, float("inf")
+        for end, i in sorted((e, i) for i, e in expected_end.items()):
+            if avail >= need and end > shadow:
+                break
+            avail += procs[i]
+            shadow = end
+        if avail < need:
+            shadow = float("inf")
+        extra = avail - need
+        waiting = []
+        for i in queue[1:]:
+            p = procs[i]
+            if p <= free and (t + estimate[i] <= shadow or p <= extra):
+                if t + estimate[i] > shadow:
+                    extra -= p
+                start[i] = t
+                free -= p
+                expected_end[i] = t + estimate[i]
+                heappush(events, (t + runtime[i], 0, i))
+            else:
+                waiting.append(i)
+        queue = queue[:1] + waiting
+    return start
+
+
+@dataclass
+class BenchRow:
+    trace: str
+    jobs: int
+    parse_s: float
+    reference_s: float
+    main_s: float
+    whatif_s: float
+    same_schedule: bool
+
+    @property
+    def main_ratio(self) -> float:
+        return self.main_s / self.reference_s
+
+    @property
+    def whatif_ratio(self) -> float:
+        return self.whatif_s / self.reference_s
+
+
+def _best_of(repeat: int, fn):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
+                   repeat: int = 3) -> BenchRow:
+    """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules."""
+    est = w.estimate_s(estimates)
+    cols = (w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(), est.tolist())
+    policy = make_policy({"name": "easy", "order": "fcfs"})
+    table = JobTable(w.job_id, w.submit_s, w.procs, est, w.runtime_s)
+    snap = empty_snapshot(float(w.submit_s[0]), w.machine_procs)
+
+    ref_s, ref = _best_of(repeat, lambda: reference_easy(*cols, w.machine_procs))
+    main_s, records = _best_of(repeat, lambda: MainSimulator(w, policy, est).run())
+    wi_s, wi = _best_of(repeat, lambda: run_whatif(snap, policy, arrivals=table))
+
+    by_id = {r.job_id: r.start_s for r in records.jobs}
+    main_starts = np.asarray([by_id[j] for j in w.job_id.tolist()])
+    same = bool(np.array_equal(main_starts, np.asarray(ref))
+                and np.array_equal(wi.start_s, np.asarray(ref)))
+    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same)

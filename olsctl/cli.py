@@ -1,0 +1,170 @@
+"""Command line: ``olsctl run``, ``olsctl trace info``, ``olsctl bench``.
+
+``main(argv) -> int`` turns known input errors into one line on stderr and exit code 2;
+commands hand data to the renderers in :mod:`olsctl.reporting`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from olsctl import __version__
+from olsctl.config import RunConfig, build_config, load_config, with_overrides
+from olsctl.errors import OlsctlError
+from olsctl.workload import BUNDLED, resolve_trace
+
+EXIT_OK, EXIT_INPUT, EXIT_INTERRUPTED = 0, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="olsctl", description="Trace-driven HPC scheduling "
+                                "simulation with an online-simulation controller.")
+    p.add_argument("--version", action="version", version=f"olsctl {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="replay a workload under a policy",
+                         description="Replay a workload under a scheduling policy and write "
+                                     "jobs.csv, timeseries.csv and summary.json.")
+    run.add_argument("config", nargs="?", help="YAML run config (default: built-in defaults)")
+    run.add_argument("--trace", help="SWF file (plain or gzipped) or bundled log name "
+                                     f"({', '.join(BUNDLED)})")
+    run.add_argument("--procs", type=int, help="machine size (default: from the trace header)")
+    run.add_argument("--policy", help="policy name (e.g. easy)")
+    run.add_argument("--estimates", choices=("exact", "user"), help="runtime estimates")
+    run.add_argument("--out", help="output directory (default: olsctl-out)")
+    run.add_argument("--strict", action="store_true", default=None,
+                     help="check every scheduling decision")
+    run.add_argument("--skip-bad-lines", action="store_true", default=None,
+                     help="count and skip malformed SWF lines instead of failing")
+    run.add_argument("--quiet", action="store_true", help="print no table or progress")
+
+    trace = sub.add_parser("trace", help="inspect workload files")
+    tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
+    info = tsub.add_parser("info", help="summary of an SWF file")
+    info.add_argument("file", help="SWF file or bundled log name")
+    info.add_argument("--procs", type=int, help="machine size (default: from the header)")
+    info.add_argument("--skip-bad-lines", action="store_true",
+                      help="count and skip malformed lines instead of failing")
+    info.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
+    bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
+    bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
+    bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out = Console()
+    err = Console(stderr=True)
+    try:
+        if args.command == "run":
+            return cmd_run(args, out, err)
+        if args.command == "trace":
+            return cmd_trace_info(args, out)
+        if args.command == "bench":
+            return cmd_bench(args, out)
+    except OlsctlError as exc:
+        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False, highlight=False)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+def _run_config(args: argparse.Namespace) -> RunConfig:
+    config = load_config(args.config) if args.config else build_config({})
+    overrides = {
+        "trace": args.trace, "procs": args.procs, "estimates": args.estimates,
+        "out": args.out, "strict": args.strict, "skip_bad_lines": args.skip_bad_lines,
+    }
+    if args.policy is not None:
+        overrides["policy"] = {"name": args.policy}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if "trace" in overrides:  # a command-line path is relative to the working directory
+        config = replace(config, base_dir=Path.cwd())
+    return with_overrides(config, overrides) if overrides else config
+
+
+def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from olsctl.runner import execute
+
+    config = _run_config(args)
+    progress = None
+    if not args.quiet and err.is_terminal:
+        from olsctl.reporting import job_progress
+        progress = job_progress(err)
+    t0 = time.perf_counter()
+    result = execute(config, progress)
+    wall = time.perf_counter() - t0
+    if not args.quiet:
+        from olsctl.reporting import run_summary_table
+        out.print(run_summary_table(result.summary))
+        out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
+                  f"in {wall:.1f} s", highlight=False)
+    return EXIT_OK
+
+
+def cmd_trace_info(args: argparse.Namespace, out: Console) -> int:
+    import json
+
+    from olsctl.reporting import trace_info_view
+    from olsctl.traceinfo import trace_info
+    from olsctl.workload import load_workload
+
+    if args.procs is not None and args.procs < 1:
+        raise OlsctlError(f"--procs: must be >= 1 (got {args.procs})")
+    w = load_workload(resolve_trace(args.file, Path.cwd()), args.procs, args.skip_bad_lines)
+    info = trace_info(w)
+    if args.json:
+        out.print_json(json.dumps(info))
+    else:
+        out.print(trace_info_view(info))
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+    from olsctl.bench import bench_workload
+    from olsctl.workload import load_workload
+
+    if args.repeat < 1:
+        raise OlsctlError(f"--repeat: must be >= 1 (got {args.repeat})")
+    names = args.traces or list(BUNDLED)
+    table = Table(title=f"olsctl bench: EASY-FCFS, {args.estimates} estimates, "
+                        f"best of {args.repeat}", title_justify="left")
+    for col in ("trace", "jobs", "parse s", "plain loop s", "plain jobs/s", "main s",
+                "main jobs/s", "main / plain", "what-if s", "what-if jobs/s",
+                "what-if / plain", "same starts"):
+        table.add_column(col, justify="left" if col == "trace" else "right")
+    for name in names:
+        path = resolve_trace(name, Path.cwd())
+        t0 = time.perf_counter()
+        w = load_workload(path)
+        parse_s = time.perf_counter() - t0
+        row = bench_workload(w, parse_s, args.estimates, args.repeat)
+        table.add_row(row.trace, f"{row.jobs:,}", f"{row.parse_s:.2f}",
+                      f"{row.reference_s:.2f}", f"{row.jobs / row.reference_s:,.0f}",
+                      f"{row.main_s:.2f}", f"{row.jobs / row.main_s:,.0f}",
+                      f"{row.main_ratio:.2f}x", f"{row.whatif_s:.2f}",
+                      f"{row.jobs / row.whatif_s:,.0f}", f"{row.whatif_ratio:.2f}x",
+                      "yes" if row.same_schedule else "NO")
+        out.print(f"{row.trace}: {row.jobs} jobs, plain {row.reference_s:.3f} s, "
+                  f"main {row.main_s:.3f} s ({row.main_ratio:.2f}x), what-if "
+                  f"{row.whatif_s:.3f} s ({row.whatif_ratio:.2f}x), same starts: "
+                  f"{row.same_schedule}", highlight=False)
+    out.print(table)
+    return EXIT_OK

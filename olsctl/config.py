@@ -1,0 +1,163 @@
+"""Run configuration: defaults, YAML loading, and validation in one place.
+
+Every key is checked once, when the config is built: unknown keys and bad values are
+rejected with the key path (``ConfigError: easy.yaml: policy.order: must be one of ...``).
+Command-line options override the file and are checked by the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from olsctl.errors import ConfigError
+from olsctl.policies import REGISTRY
+from olsctl.workload import DEFAULT_TRACE, ESTIMATE_MODES
+
+#: Top-level keys: (type, default, help). The README's config reference mirrors this.
+TOP_LEVEL: dict[str, tuple[Any, Any, str]] = {
+    "trace": (str, DEFAULT_TRACE, "bundled log name (KTH-SP2, SDSC-SP2, CTC-SP2, SDSC-BLUE) "
+                                  "or SWF path, relative to the config file"),
+    "procs": (int, None, "machine size; default: the trace header's MaxProcs, else MaxNodes"),
+    "active_procs": (int, None, "processors active at the start; default: all"),
+    "estimates": (str, "exact", "runtime estimates the policy sees: exact or user"),
+    "policy": (dict, {"name": "easy"}, "policy name and parameters"),
+    "out": (str, "olsctl-out", "output directory"),
+    "strict": (bool, False, "check every scheduling decision"),
+    "skip_bad_lines": (bool, False, "count and skip malformed SWF lines instead of failing"),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated run configuration; ``trace`` is resolved relative to ``base_dir``."""
+
+    trace: str = DEFAULT_TRACE
+    procs: int | None = None
+    active_procs: int | None = None
+    estimates: str = "exact"
+    policy: dict = field(default_factory=lambda: {"name": "easy", "order": "fcfs"})
+    out: str = "olsctl-out"
+    strict: bool = False
+    skip_bad_lines: bool = False
+    base_dir: Path | None = None
+    source: str = "<defaults>"
+
+    def as_dict(self) -> dict:
+        """The settings as plain data (what summary.json records)."""
+        return {key: getattr(self, key) for key in TOP_LEVEL}
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{path}{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys, got {_kind(data)}")
+    return build_config(data, source=str(path), base_dir=path.resolve().parent)
+
+
+def build_config(data: Mapping[str, Any], source: str = "<defaults>",
+                 base_dir: Path | None = None) -> RunConfig:
+    """Fill defaults and validate ``data``; raise :class:`ConfigError` naming the key."""
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in TOP_LEVEL:
+            raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
+        values[key] = value
+    config = RunConfig(base_dir=base_dir, source=source)
+    return with_overrides(config, values)
+
+
+def with_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
+    """Apply settings (from a file or the command line) and validate the result."""
+    src = config.source
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None and TOP_LEVEL[key][1] is None:
+            changes[key] = None
+            continue
+        kind = TOP_LEVEL[key][0]
+        _check_type(src, key, value, kind)
+        changes[key] = value
+    if "policy" in changes:
+        changes["policy"] = _check_policy(src, changes["policy"])
+    cfg = replace(config, **changes)
+    if cfg.procs is not None and cfg.procs < 1:
+        raise ConfigError(f"{src}: procs: must be >= 1 (got {cfg.procs})")
+    if cfg.active_procs is not None:
+        if cfg.active_procs < 0:
+            raise ConfigError(f"{src}: active_procs: must be >= 0 (got {cfg.active_procs})")
+        if cfg.procs is not None and cfg.active_procs > cfg.procs:
+            raise ConfigError(f"{src}: active_procs: must be <= procs ({cfg.procs}), "
+                              f"got {cfg.active_procs}")
+    if cfg.estimates not in ESTIMATE_MODES:
+        raise ConfigError(f"{src}: estimates: must be one of {', '.join(ESTIMATE_MODES)} "
+                          f"(got {cfg.estimates!r})")
+    if not cfg.trace:
+        raise ConfigError(f"{src}: trace: must not be empty")
+    if not cfg.out:
+        raise ConfigError(f"{src}: out: must not be empty")
+    return cfg
+
+
+def _check_policy(src: str, spec: Any) -> dict:
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{src}: policy: must be a mapping with a name (got {_kind(spec)})")
+    name = spec.get("name")
+    if name not in REGISTRY:
+        raise ConfigError(f"{src}: policy.name: must be one of {', '.join(REGISTRY)} "
+                          f"(got {name!r})")
+    entry = REGISTRY[name]
+    out = {"name": name}
+    for key, value in spec.items():
+        if key == "name":
+            continue
+        if key not in entry.params:
+            known = ", ".join(entry.params) or "none"
+            raise ConfigError(f"{src}: policy.{key}: unknown parameter of {name} "
+                              f"(known: {known})")
+        param = entry.params[key]
+        _check_type(src, f"policy.{key}", value, param.kind)
+        if param.choices is not None and value not in param.choices:
+            raise ConfigError(f"{src}: policy.{key}: must be one of "
+                              f"{', '.join(map(str, param.choices))} (got {value!r})")
+    for key, param in entry.params.items():
+        out[key] = spec.get(key, param.default)
+    return out
+
+
+def _check_type(src: str, key: str, value: Any, kind: type) -> None:
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise ConfigError(f"{src}: {key}: must be {_name(kind)} (got {_kind(value)} {value!r})")
+
+
+def _name(kind: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+            dict: "a mapping"}.get(kind, kind.__name__)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number", type(None): "nothing"}.get(type(value),
+                                                                          type(value).__name__)

@@ -1,0 +1,84 @@
+"""Output files of a run: ``jobs.csv``, ``timeseries.csv`` and ``summary.json``.
+
+Column names of ``jobs.csv`` follow the Batsim/evalys convention so their tools read it.
+Every file is written to a temporary name and renamed into place, so a reader never
+sees half a file. Numbers are formatted deterministically: same records, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from olsctl.metrics import JobColumns
+from olsctl.records import TimeSeries
+
+JOB_COLUMNS = (
+    "job_id", "submission_time", "starting_time", "finish_time", "execution_time",
+    "waiting_time", "turnaround_time", "requested_number_of_resources", "requested_time",
+    "bounded_slowdown",
+)
+TIMESERIES_COLUMNS = ("time", "queue_length", "busy_procs", "active_procs")
+
+
+def num(x: float | int) -> str:
+    """Shortest exact text for a number: integral values without a decimal point."""
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    if x.is_integer() and abs(x) < 2**53:
+        return str(int(x))
+    return repr(x)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def csv_text(header: Iterable[str], rows: Iterable[Iterable]) -> str:
+    lines = [",".join(header)]
+    lines.extend(",".join(num(v) for v in row) for row in rows)
+    return "\n".join(lines) + "\n"
+
+
+def jobs_csv(c: JobColumns) -> str:
+    cols = (c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s,
+            c.turnaround_s, c.procs, c.estimate_s, c.bsld)
+    return csv_text(JOB_COLUMNS, zip(*(col.tolist() for col in cols)))
+
+
+def timeseries_csv(s: TimeSeries) -> str:
+    return csv_text(TIMESERIES_COLUMNS,
+                    zip(s.time_s, s.queue_len, s.busy_procs, s.active_procs))
+
+
+def json_text(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def write_run(out_dir: Path, jobs: JobColumns, samples: TimeSeries, summary: dict) -> list[Path]:
+    """Write the three run files into ``out_dir`` (created if needed); returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {
+        "jobs.csv": jobs_csv(jobs),
+        "timeseries.csv": timeseries_csv(samples),
+        "summary.json": json_text(summary),
+    }
+    paths = []
+    for name, text in files.items():
+        path = out_dir / name
+        write_atomic(path, text)
+        paths.append(path)
+    return paths

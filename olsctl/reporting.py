@@ -1,0 +1,108 @@
+"""Rich renderers: data in, renderables out (the CLI prints them; tests render them to a
+fixed-width console)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+def _f(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{digits}f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:,.1f} d"
+
+
+def run_summary_table(summary: dict) -> Table:
+    """The end-of-run table: load report, settings and whole-run metrics."""
+    m, load, cfg = summary["metrics"], summary["load"], summary["config"]
+    table = Table(title=f"olsctl run: {summary['trace']}", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value", justify="right")
+    policy = ", ".join(f"{k}={v}" for k, v in cfg["policy"].items() if k != "name")
+    table.add_row("policy", f"{cfg['policy']['name']} ({policy})" if policy else cfg["policy"]["name"])
+    table.add_row("estimates", cfg["estimates"])
+    table.add_row("processors (active at start)",
+                  f"{m['processors']} ({summary['active_procs_at_start']})")
+    dropped = ", ".join(f"{n} {why}" for why, n in load["dropped"].items()) or "none"
+    table.add_row("jobs kept / records", f"{load['kept']:,} / {load['records']:,}")
+    table.add_row("dropped", dropped)
+    table.add_row("mean bounded slowdown", _f(m["mean_bsld"]))
+    table.add_row("p95 / max bounded slowdown", f"{_f(m['p95_bsld'], 2)} / {_f(m['max_bsld'], 2)}")
+    table.add_row("mean wait", f"{_f(m['mean_wait_s'], 2)} s")
+    table.add_row("max wait", f"{_f(m['max_wait_s'], 0)} s")
+    table.add_row("mean turnaround", f"{_f(m['mean_turnaround_s'], 2)} s")
+    table.add_row("utilization", _f(m["utilization"]))
+    table.add_row("utilization of active processors", _f(m["utilization_active"]))
+    table.add_row("processor savings", _pct(m["processor_savings"]))
+    table.add_row("makespan", _days(m["makespan_s"]))
+    return table
+
+
+def trace_info_view(info: dict) -> Group:
+    """Everything ``olsctl trace info`` shows."""
+    load = info["load"]
+    head = Table(title=f"{info['file']}", show_header=False, title_justify="left")
+    head.add_column("what", style="bold")
+    head.add_column("value")
+    head.add_row("installation", info["installation"] or "-")
+    head.add_row("machine processors", f"{info['machine_procs']:,}")
+    head.add_row("records / kept", f"{load['records']:,} / {load['kept']:,}")
+    dropped = ", ".join(f"{n} {why}" for why, n in load["dropped"].items()) or "none"
+    head.add_row("dropped", dropped)
+    if load["bad_lines_skipped"]:
+        head.add_row("malformed lines skipped", f"{load['bad_lines_skipped']:,}")
+    span = f"{info['span_days']:,.1f} days"
+    if info["first_submit"]:
+        span += f" ({info['first_submit']} to {info['last_submit']})"
+    head.add_row("submit span", span)
+    head.add_row("offered load", _f(info["offered_load"], 3))
+    head.add_row("users", f"{info['users']:,}")
+
+    dist = Table(title="distributions", title_justify="left")
+    dist.add_column("")
+    for col in ("mean", "min", "p25", "median", "p75", "p95", "max"):
+        dist.add_column(col, justify="right")
+    for label, d, digits in (("processors", info["size"], 1), ("runtime (s)", info["runtime_s"], 0)):
+        dist.add_row(label, *(_f(d[k], digits) for k in ("mean", "min", "p25", "median", "p75", "p95", "max")))
+
+    buckets = Table(title="jobs by size and runtime", title_justify="left")
+    buckets.add_column("processors")
+    buckets.add_column("jobs", justify="right")
+    buckets.add_column("runtime")
+    buckets.add_column("jobs", justify="right")
+    sizes, runs = info["size"]["buckets"], info["runtime_s"]["buckets"]
+    for i in range(max(len(sizes), len(runs))):
+        s = sizes[i] if i < len(sizes) else {"range": "", "jobs": ""}
+        r = runs[i] if i < len(runs) else {"range": "", "jobs": ""}
+        buckets.add_row(s["range"], f"{s['jobs']:,}" if s["jobs"] != "" else "",
+                        r["range"], f"{r['jobs']:,}" if r["jobs"] != "" else "")
+
+    est = info["estimates"]
+    acc = Table(title="user estimates (runtime / requested time)", show_header=False,
+                title_justify="left")
+    acc.add_column("what", style="bold")
+    acc.add_column("value", justify="right")
+    acc.add_row("jobs with an estimate", _pct(est["with_estimate"]))
+    acc.add_row("mean accuracy", _f(est["mean_accuracy"], 3))
+    acc.add_row("median accuracy", _f(est["median_accuracy"], 3))
+    acc.add_row("ran longer than requested", _pct(est["under_estimated"]))
+    acc.add_row("within 2x (accuracy 0.5-1)", _pct(est["within_2x"]))
+    acc.add_row("serial jobs / power-of-two sizes",
+                f"{_pct(info['size']['serial'])} / {_pct(info['size']['power_of_two'])}")
+    return Group(head, dist, buckets, acc)
+
+
+def job_progress(console) -> Progress:
+    """The progress bar of a long run (jobs started of the total)."""
+    return Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("jobs"), TimeRemainingColumn(), console=console, transient=True)
