@@ -19,8 +19,20 @@ from olsctl.records import JobRecord, RunRecords, TimeSeries
 from olsctl.state import SimState
 from olsctl.workload import Workload
 
-#: SimPy priorities of the event kinds at one instant (lower runs first).
-COMPLETION, ARRIVAL, CONTROL, PASS = 0, 1, 2, 3
+#: SimPy priorities of the event kinds at one instant (lower runs first). The pass runs
+#: inside the last event of an instant (when ``env.peek()`` moves on), so it needs no event.
+COMPLETION, ARRIVAL, CONTROL = 0, 1, 2
+
+
+class _Call(simpy.Event):
+    """A pre-triggered event that calls one function (as ``simpy.Timeout`` is built, but
+    with the priority chosen by the caller)."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable, value=None) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._value = value
+        self._ok = True
 
 
 class Progress:
@@ -69,7 +81,6 @@ class MainSimulator:
         self.jobs: list[JobRecord] = []
         self.samples = TimeSeries()
         self.progress = progress
-        self._pass_pending = False
         self._n_jobs = len(workload)
         times = workload.submit_s
         cut = np.flatnonzero(np.diff(times)) + 1
@@ -87,11 +98,12 @@ class MainSimulator:
                        lambda _ev: self._on_control(fn))
 
     def set_active_procs(self, n: int) -> None:
-        """Change the active-processor count now; running jobs are never stopped."""
+        """Change the active-processor count (from an :meth:`at` function: the change
+        counts from that instant's pass). Running jobs are never stopped; a count below
+        the busy processors only holds back new starts."""
         if not 0 <= n <= self.state.total_procs:
             raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
         self.state.active_procs = int(n)
-        self._request_pass()
 
     def run(self) -> RunRecords:
         """Run to the end of the workload (every job started and finished)."""
@@ -106,17 +118,12 @@ class MainSimulator:
 
     # -- event callbacks ---------------------------------------------------------------------
     def _schedule(self, delay: float, priority: int, callback: Callable, value=None) -> None:
-        # A pre-triggered event, as simpy.Timeout builds one, but with our priority.
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = value
-        event.callbacks.append(callback)
-        self.env.schedule(event, priority, delay)
+        self.env.schedule(_Call(self.env, callback, value), priority, delay)
 
     def _request_pass(self) -> None:
-        if not self._pass_pending:
-            self._pass_pending = True
-            self._schedule(0.0, PASS, self._on_pass)
+        """Run the instant's one pass once its last event is done (nothing else due now)."""
+        if self.env.peek() != self.env.now:
+            self._on_pass()
 
     def _on_arrivals(self, _event) -> None:
         g = self._next_group
@@ -137,8 +144,7 @@ class MainSimulator:
         fn(self)
         self._request_pass()
 
-    def _on_pass(self, _event) -> None:
-        self._pass_pending = False
+    def _on_pass(self) -> None:
         st = self.state
         now = st.now_s = self.env.now
         started = st.run_pass(self.policy)

@@ -39,6 +39,8 @@ FIELDS: tuple[str, ...] = (
 N_FIELDS = len(FIELDS)
 
 _FIRST_INT = re.compile(r"[-+]?\d+")
+# "Key: value", but not a continuation line holding a URL ("http://...")
+_HEADER_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(?!//)(.*)")
 
 
 class SwfRecord(NamedTuple):
@@ -146,10 +148,11 @@ class SwfReader:
             raise TraceError(f"{self.source}: cannot read: {exc}") from None
 
     def _header_line(self, body: str, last_key: str | None) -> str | None:
-        key, sep, value = body.partition(":")
-        if sep and key and " " not in key.strip():
-            key = key.strip()
-            self.header.entries[key] = value.strip()
+        match = _HEADER_KEY.match(body)
+        if match:
+            key, value = match.group(1), match.group(2).strip()
+            known = self.header.entries.get(key)
+            self.header.entries[key] = value if known is None else f"{known}; {value}"
             return key
         if last_key is not None and body:
             self.header.entries[last_key] += " " + body

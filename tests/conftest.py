@@ -1,0 +1,146 @@
+"""Shared test helpers: tiny in-memory workloads and one-call runs of both engines.
+
+``make_workload`` builds a :class:`olsctl.workload.Workload` from Python lists (no file);
+``run_main`` and ``run_whatif_all`` run it under a policy with a strict checker and return
+``{job_id: start_s}``, so the same hand-computed answer can be checked on the SimPy main
+simulator and on the what-if engine (started from an empty machine, every job an arrival).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from olsctl.checker import StrictChecker
+from olsctl.policies import make_policy
+from olsctl.sim import MainSimulator
+from olsctl.swf import SwfHeader
+from olsctl.whatif import JobTable, empty_snapshot, run_whatif
+from olsctl.workload import LoadReport, Workload
+
+REPO_ROOT = Path(__file__).parent.parent
+
+
+def make_workload(
+    job_id: Sequence[int],
+    submit_s: Sequence[float],
+    runtime_s: Sequence[float],
+    procs: Sequence[int],
+    requested_time_s: Sequence[float] | None = None,
+    machine_procs: int = 4,
+    name: str = "tiny",
+) -> Workload:
+    """A workload from columns, sorted by (submit time, job id) as the loader sorts.
+
+    ``requested_time_s`` defaults to -1 (unknown) for every job; user and group ids are -1.
+    """
+    n = len(job_id)
+    if requested_time_s is None:
+        requested_time_s = [-1.0] * n
+    cols = [np.asarray(job_id, dtype=np.int64), np.asarray(submit_s, dtype=float),
+            np.asarray(runtime_s, dtype=float), np.asarray(procs, dtype=np.int64),
+            np.asarray(requested_time_s, dtype=float)]
+    assert all(c.size == n for c in cols), "columns of different lengths"
+    order = np.lexsort((cols[0], cols[1]))
+    jid, sub, run, prc, req = (c[order] for c in cols)
+    report = LoadReport(source=name, records=n, kept=n)
+    return Workload(
+        name=name,
+        machine_procs=int(machine_procs),
+        header=SwfHeader(),
+        report=report,
+        job_id=jid,
+        submit_s=sub,
+        runtime_s=run,
+        procs=prc,
+        requested_time_s=req,
+        user_id=np.full(n, -1, dtype=np.int64),
+        group_id=np.full(n, -1, dtype=np.int64),
+    )
+
+
+def workload_from_rows(rows: Sequence[tuple], machine_procs: int) -> Workload:
+    """Rows of (job_id, submit_s, runtime_s, procs[, requested_time_s])."""
+    cols = list(zip(*[tuple(r) + ((-1,) if len(r) == 4 else ()) for r in rows]))
+    return make_workload(*cols, machine_procs=machine_procs)
+
+
+def easy_policy():
+    return make_policy({"name": "easy", "order": "fcfs"})
+
+
+def make_main(
+    workload: Workload,
+    estimates: str = "exact",
+    active_procs: int | None = None,
+    policy=None,
+    checker: StrictChecker | None = None,
+) -> MainSimulator:
+    """A main simulator over ``workload`` with a strict checker (EASY/FCFS by default)."""
+    return MainSimulator(
+        workload,
+        easy_policy() if policy is None else policy,
+        workload.estimate_s(estimates),
+        active_procs=active_procs,
+        checker=StrictChecker() if checker is None else checker,
+    )
+
+
+def starts_of(records) -> dict[int, float]:
+    """``{job_id: start_s}`` from a run's job records (each job must appear once)."""
+    out = {int(r.job_id): float(r.start_s) for r in records.jobs}
+    assert len(out) == len(records.jobs), "a job was recorded twice"
+    return out
+
+
+def run_main(
+    workload: Workload,
+    estimates: str = "exact",
+    active_procs: int | None = None,
+    policy=None,
+) -> dict[int, float]:
+    """Run the main simulator to the end; ``{job_id: start_s}`` of every started job."""
+    return starts_of(make_main(workload, estimates, active_procs, policy).run())
+
+
+def job_table(workload: Workload, estimates: str = "exact") -> JobTable:
+    return JobTable(
+        job_id=workload.job_id,
+        submit_s=workload.submit_s,
+        procs=workload.procs,
+        estimate_s=workload.estimate_s(estimates),
+        runtime_s=workload.runtime_s,
+    )
+
+
+def run_whatif_all(
+    workload: Workload,
+    estimates: str = "exact",
+    active_procs: int | None = None,
+    policy=None,
+) -> dict[int, float]:
+    """What-if engine from an empty machine at the first submit, every job an arrival.
+
+    Returns ``{job_id: start_s}`` (NaN for a job that never started).
+    """
+    snap = empty_snapshot(float(workload.submit_s[0]), workload.machine_procs, active_procs)
+    res = run_whatif(snap, easy_policy() if policy is None else policy,
+                     arrivals=job_table(workload, estimates), checker=StrictChecker())
+    return {int(j): float(s) for j, s in zip(res.job_id, res.start_s)}
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+def trace_path(name: str) -> Path:
+    """A bundled log in the repository, e.g. ``KTH-SP2-1996-2.1-cln.swf.gz``; the calling
+    test is skipped (with the reason) when the file is not there."""
+    path = REPO_ROOT / "traces" / name
+    if not path.exists():
+        pytest.skip(f"bundled trace {path} is missing")
+    return path
