@@ -18,7 +18,7 @@ from rich.table import Table
 
 from olsctl import __version__
 from olsctl.config import RunConfig, build_config, load_config, with_overrides
-from olsctl.errors import OlsctlError
+from olsctl.errors import ConfigError, OlsctlError
 from olsctl.workload import BUNDLED, resolve_trace
 
 EXIT_OK, EXIT_INPUT, EXIT_INTERRUPTED = 0, 2, 130
@@ -96,8 +96,8 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         overrides["policy"] = {"name": args.policy}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "trace" in overrides:  # a command-line path is relative to the working directory
-        config = replace(config, base_dir=Path.cwd())
-    return with_overrides(config, overrides) if overrides else config
+        config = replace(config, base_dir=Path.cwd(), source="command line")
+    return with_overrides(config, overrides, "command line") if overrides else config
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -127,7 +127,7 @@ def cmd_trace_info(args: argparse.Namespace, out: Console) -> int:
     from olsctl.workload import load_workload
 
     if args.procs is not None and args.procs < 1:
-        raise OlsctlError(f"--procs: must be >= 1 (got {args.procs})")
+        raise ConfigError(f"command line: --procs: must be >= 1 (got {args.procs})")
     w = load_workload(resolve_trace(args.file, Path.cwd()), args.procs, args.skip_bad_lines)
     info = trace_info(w)
     if args.json:
@@ -142,7 +142,7 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     from olsctl.workload import load_workload
 
     if args.repeat < 1:
-        raise OlsctlError(f"--repeat: must be >= 1 (got {args.repeat})")
+        raise ConfigError(f"command line: --repeat: must be >= 1 (got {args.repeat})")
     names = args.traces or list(BUNDLED)
     table = Table(title=f"olsctl bench: EASY-FCFS, {args.estimates} estimates, "
                         f"best of {args.repeat}", title_justify="left")

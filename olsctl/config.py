@@ -84,9 +84,11 @@ def build_config(data: Mapping[str, Any], source: str = "<defaults>",
     return with_overrides(config, values)
 
 
-def with_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig:
-    """Apply settings (from a file or the command line) and validate the result."""
-    src = config.source
+def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
+                   source: str | None = None) -> RunConfig:
+    """Apply settings (from a file or the command line) and validate the result;
+    errors name ``source`` (default: the config's own source)."""
+    src = source or config.source
     changes: dict[str, Any] = {}
     for key, value in overrides.items():
         if value is None and TOP_LEVEL[key][1] is None:
@@ -117,8 +119,6 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any]) -> RunConfig
 
 
 def _check_policy(src: str, spec: Any) -> dict:
-    if isinstance(spec, str):
-        spec = {"name": spec}
     if not isinstance(spec, dict):
         raise ConfigError(f"{src}: policy: must be a mapping with a name (got {_kind(spec)})")
     name = spec.get("name")

@@ -12,7 +12,7 @@ from pathlib import Path
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
-from olsctl.errors import ConfigError
+from olsctl.errors import ConfigError, TraceError
 from olsctl.metrics import job_columns, summarize, weekly
 from olsctl.output import write_run
 from olsctl.policies import make_policy
@@ -40,7 +40,13 @@ class _RichProgress(Progress):
 
 def execute(config: RunConfig, progress_bar=None) -> RunResult:
     """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None."""
-    path = resolve_trace(config.trace, config.base_dir)
+    try:
+        path = resolve_trace(config.trace, config.base_dir)
+    except TraceError as exc:
+        if config.source in ("<defaults>", "command line"):
+            raise
+        where = config.base_dir or Path.cwd()
+        raise TraceError(f"{config.source}: trace: {exc.args[0]} (looked in {where})") from None
     workload = load_workload(path, config.procs, config.skip_bad_lines)
     active = config.active_procs
     if active is not None and active > workload.machine_procs:

@@ -174,14 +174,14 @@ def load_workload(
     report.bad_lines = reader.bad_lines
     report.first_bad_line = reader.first_error
 
+    if report.records == 0:
+        what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
+        raise TraceError(f"{path.name}: {what}")
     size = machine_procs or reader.header.first_int("MaxProcs") or reader.header.first_int("MaxNodes")
     if not size or size <= 0:
         raise TraceError(
             f"{path.name}: machine size unknown: no MaxProcs or MaxNodes header; set procs"
         )
-    if report.records == 0:
-        what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
-        raise TraceError(f"{path.name}: {what}")
 
     job_id, submit, runtime, procs, req, user, group = (np.asarray(c, dtype=float) for c in cols)
     fits = procs <= size
