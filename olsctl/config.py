@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import yaml
 
 from olsctl.errors import ConfigError
-from olsctl.policies import REGISTRY
+from olsctl.policies import REGISTRY, policy_error
 from olsctl.workload import DEFAULT_TRACE, ESTIMATE_MODES
 
 #: Top-level keys: (type, default, help). The README's config reference mirrors this.
@@ -135,12 +135,22 @@ def _check_policy(src: str, spec: Any) -> dict:
             raise ConfigError(f"{src}: policy.{key}: unknown parameter of {name} "
                               f"(known: {known})")
         param = entry.params[key]
+        if value is None and param.default is None:
+            continue
         _check_type(src, f"policy.{key}", value, param.kind)
         if param.choices is not None and value not in param.choices:
             raise ConfigError(f"{src}: policy.{key}: must be one of "
                               f"{', '.join(map(str, param.choices))} (got {value!r})")
+        if param.kind is list and value is not None:
+            for i, item in enumerate(value):
+                if isinstance(item, bool) or not isinstance(item, (int, float)):
+                    raise ConfigError(f"{src}: policy.{key}[{i}]: must be a number "
+                                      f"(got {_kind(item)} {item!r})")
     for key, param in entry.params.items():
         out[key] = spec.get(key, param.default)
+    problem = policy_error(out)
+    if problem is not None:
+        raise ConfigError(f"{src}: policy.{problem}")
     return out
 
 
@@ -154,7 +164,7 @@ def _check_type(src: str, key: str, value: Any, kind: type) -> None:
 
 def _name(kind: type) -> str:
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
-            dict: "a mapping"}.get(kind, kind.__name__)
+            dict: "a mapping", list: "a list"}.get(kind, kind.__name__)
 
 
 def _kind(value: Any) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.policies.order import ORDERS
 
 if TYPE_CHECKING:
@@ -52,6 +53,21 @@ REGISTRY: dict[str, PolicyEntry] = {
         params={"order": Param(str, "fcfs", tuple(ORDERS), "queue order")},
         doc="EASY backfilling: reservation for the queue head only",
     ),
+    "mqbf": PolicyEntry(
+        factory=MultiQueueBackfill,
+        params={
+            "queues": Param(int, 4, None, "number of queues K (by runtime estimate)"),
+            "boundaries_s": Param(list, [100, 1000, 10000], None,
+                                  "K - 1 increasing estimate boundaries, seconds"),
+            "order": Param(str, "fcfs", tuple(ORDERS), "queue order"),
+            "shares": Param(list, None, None,
+                            "K weights of the partitions' shares of the active processors "
+                            "(default: even)"),
+            "borrow": Param(bool, True, None, "borrow idle processors of other partitions"),
+        },
+        doc="multiple-queue backfilling: one queue, partition and reservation per "
+            "runtime class",
+    ),
 }
 
 
@@ -62,4 +78,13 @@ def make_policy(spec: Mapping[str, Any]) -> Policy:
     return entry.factory(**spec)
 
 
-__all__ = ["Policy", "Param", "PolicyEntry", "REGISTRY", "make_policy"]
+def policy_error(spec: Mapping[str, Any]) -> str | None:
+    """Why ``spec`` cannot build a policy (``key: reason``), or None if it can."""
+    try:
+        make_policy(spec)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+__all__ = ["Policy", "Param", "PolicyEntry", "REGISTRY", "make_policy", "policy_error"]

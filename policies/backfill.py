@@ -1,17 +1,22 @@
-"""The backfilling core: start from the head, reserve for the blocked head, backfill.
+"""The backfilling core: queue order x reservations x fit test, shared by every EASY-style
+policy (EASY is one queue over a processor count; MQBF is several queues over partitions).
 
-One routine, parameterised by the queue order, serves every EASY-style policy. The rules
-(DESIGN.md): start jobs from the head while the head fits; reserve for the blocked head at
-the shadow time, the earliest expected end of a running job at which enough processors are
-free for it (every job expected to end exactly then counts as ended), with ``extra`` = the
-processors free at the shadow time beyond the head's need; then scan the rest of the queue
-in order and start each job that fits now and either ends by the shadow time or uses no
-more than ``extra`` (which then shrinks by its size).
+One pass (DESIGN.md, MQBF.md):
+
+- Phase A: queues are taken in the order of their head jobs; each starts jobs from its
+  head while the head fits, and the first head that does not fit gets a reservation
+  (it becomes that queue's pivot).
+- Phase B: every remaining job that is not a pivot, all queues merged in order, is started
+  if it fits without delaying any reservation.
+
+The fit test and the reservations belong to a ``Resources`` object built for the pass:
+:class:`CountResources` (EASY's shadow time and extra processors) or the partition
+profiles of :mod:`olsctl.policies.mqbf`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol, Sequence
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -20,19 +25,125 @@ INF = float("inf")
 
 
 class Reservation(NamedTuple):
-    """The blocked head's reservation: its job index, shadow time (s) and extra processors."""
+    """A pivot's reservation: job index, reserved start (its shadow time, s) and the
+    processors it holds from each partition."""
 
     job: int
     shadow_s: float
-    extra_procs: int
+    procs: tuple[int, ...]
+
+
+class Resources(Protocol):
+    """Fit test and reservations of one pass. ``free`` bounds what any job can get now."""
+
+    free: int
+
+    def try_start(self, job: int) -> bool:
+        """Start ``job`` now (``state.start``) if it fits without delaying a reservation."""
+
+    def reserve(self, job: int) -> Reservation | None:
+        """Reserve the earliest start for a blocked head; None if it can never start."""
+
+
+def backfill_pass(
+    state: "SimState",
+    queue: Sequence[int],
+    resources: Resources,
+    queue_of: Callable[[int], int] | None = None,
+) -> list[Reservation]:
+    """One pass over ``queue`` (in the policy's order); ``queue_of`` maps a job to its
+    queue (all jobs in one queue when None). Returns the reservations made.
+
+    A pass in which no processor is free changes nothing (reservations live only for
+    the pass), so it returns at once.
+    """
+    if resources.free <= 0 or not queue:
+        return []
+    procs = state.procs
+    try_start = resources.try_start
+    reservations: list[Reservation] = []
+    if queue_of is not None:
+        groups: dict[int, list[int]] = {}
+        for j in queue:
+            groups.setdefault(queue_of(j), []).append(j)
+        by_queue = list(groups.values())  # dicts keep first-seen order: by head position
+    if queue_of is None:  # one queue: Phase B is the rest of it after the pivot
+        n = len(queue)
+        k = 0
+        while k < n and try_start(queue[k]):
+            k += 1
+        if k == n:
+            return reservations
+        res = resources.reserve(queue[k])
+        if res is not None:
+            reservations.append(res)
+        rest: Sequence[int] = queue
+        first = k + 1
+    else:
+        skip: set[int] = set()
+        for jobs in by_queue:  # Phase A
+            k, n = 0, len(jobs)
+            while k < n and try_start(jobs[k]):
+                k += 1
+            if k < n:
+                res = resources.reserve(jobs[k])
+                if res is not None:
+                    reservations.append(res)
+            skip.update(jobs[:k + 1])
+        rest = [j for j in queue if j not in skip]
+        first = 0
+    free = resources.free
+    for pos in range(first, len(rest)):  # Phase B
+        if free <= 0:
+            break
+        j = rest[pos]
+        if procs[j] <= free and try_start(j):
+            free = resources.free
+    return reservations
+
+
+class CountResources:
+    """EASY over one pool of active processors: fit = processors free now, and after the
+    head's reservation, ending by the shadow time or using only the extra processors."""
+
+    __slots__ = ("state", "free", "shadow_s", "extra", "procs", "est", "now")
+
+    def __init__(self, state: "SimState") -> None:
+        self.state = state
+        self.free = state.active_procs - state.busy_procs
+        self.shadow_s = INF
+        self.extra = 0
+        self.procs = state.procs
+        self.est = state.estimate_s
+        self.now = state.now_s
+
+    def try_start(self, j: int) -> bool:
+        p = self.procs[j]
+        if p > self.free:
+            return False
+        if self.now + self.est[j] > self.shadow_s:
+            if p > self.extra:
+                return False
+            self.extra -= p
+        self.state.start(j)
+        self.free -= p
+        return True
+
+    def reserve(self, j: int) -> Reservation | None:
+        need = self.procs[j]
+        self.shadow_s, self.extra = shadow(self.state, need)
+        if self.shadow_s == INF:
+            return None
+        return Reservation(j, self.shadow_s, (need,))
 
 
 def shadow(state: "SimState", need: int) -> tuple[float, int]:
     """Shadow time and extra processors for a job of width ``need`` that cannot start now.
 
     Running jobs release their processors at their expected ends, in order; the shadow
-    time is the first end at which ``need`` active processors are free (never before now).
-    With fewer active processors than ``need`` the shadow time is infinite.
+    time is the first end at which ``need`` active processors are free (every job ending
+    exactly then counts as ended; never before now). With fewer active processors than
+    ``need`` it is infinite, and so every job that fits now may start.
     """
     procs = state.procs
     avail = state.active_procs - state.busy_procs
@@ -53,39 +164,8 @@ def shadow(state: "SimState", need: int) -> tuple[float, int]:
     return (end if end > now else now), avail - need
 
 
-def easy_pass(state: "SimState", queue: list[int]) -> Reservation | None:
-    """One EASY pass over ``queue`` (already in the policy's order); starts jobs on
-    ``state`` and returns the head's reservation, or None when nothing is left blocked."""
-    procs = state.procs
-    free = state.active_procs - state.busy_procs
-    n = len(queue)
-    i = 0
-    while i < n and procs[queue[i]] <= free:
-        state.start(queue[i])
-        free -= procs[queue[i]]
-        i += 1
-    if i == n:
-        return None
-    head = queue[i]
-    shadow_s, extra = shadow(state, procs[head])
-    if free <= 0:
-        return Reservation(head, shadow_s, extra)
-    now = state.now_s
-    est = state.estimate_s
-    start = state.start
-    for pos in range(i + 1, n):
-        j = queue[pos]
-        p = procs[j]
-        if p > free:
-            continue
-        if now + est[j] <= shadow_s:
-            start(j)
-        elif p <= extra:
-            start(j)
-            extra -= p
-        else:
-            continue
-        free -= p
-        if free <= 0:
-            break
-    return Reservation(head, shadow_s, extra)
+def easy_pass(state: "SimState", queue: Sequence[int]) -> Reservation | None:
+    """One EASY pass over ``queue`` (in the policy's order): the head's reservation, or
+    None when nothing is left blocked (or the head can never start)."""
+    reservations = backfill_pass(state, queue, CountResources(state))
+    return reservations[0] if reservations else None

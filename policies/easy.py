@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from olsctl.policies.backfill import easy_pass
+from olsctl.policies.backfill import CountResources, backfill_pass
 from olsctl.policies.order import ORDERS, Order
 
 if TYPE_CHECKING:
@@ -24,7 +24,9 @@ class EasyBackfill:
         object.__setattr__(self, "_order", ORDERS[self.order])
 
     def schedule(self, state: "SimState") -> None:
-        easy_pass(state, self._order(state, state.queue))
+        if state.busy_procs >= state.active_procs or not state.queue:
+            return  # nothing can start: the pass would change nothing
+        backfill_pass(state, self._order(state, state.queue), CountResources(state))
 
     def settings(self) -> dict:
         return {"name": self.name, "order": self.order}
