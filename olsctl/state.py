@@ -34,7 +34,7 @@ class SimState:
     __slots__ = (
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
-        "started", "checker",
+        "held", "started", "checker",
     )
 
     def __init__(
@@ -62,8 +62,10 @@ class SimState:
         self.queue: list[int] = []
         #: running jobs as (expected end = start + estimate, index), ascending
         self.running: list[tuple[float, int]] = []
-        #: per running job, what the policy holds for it (e.g. processors per partition)
-        self.alloc: dict[int, Any] = {}
+        #: per running job, the processors it holds from each partition (policies with
+        #: partitions only); ``held`` is their sum over running jobs, per partition
+        self.alloc: dict[int, tuple[int, ...]] = {}
+        self.held: list[int] = []
         #: jobs started during the current pass, in start order
         self.started: list[int] = []
         self.checker = checker
@@ -80,7 +82,11 @@ class SimState:
         pos = bisect_left(running, key)
         del running[pos]
         self.busy_procs -= self.procs[idx]
-        self.alloc.pop(idx, None)
+        alloc = self.alloc.pop(idx, None)
+        if alloc is not None:
+            held = self.held
+            for p, n in enumerate(alloc):
+                held[p] -= n
         self.checker.on_finish(self, idx)
 
     def run_pass(self, policy: Any) -> list[int]:
@@ -93,16 +99,25 @@ class SimState:
         return started
 
     # -- changes made by policies --------------------------------------------------------
-    def start(self, idx: int, alloc: Any = None) -> None:
-        """Start waiting job ``idx`` now (policies call this during a pass)."""
+    def start(self, idx: int, alloc: tuple[int, ...] | None = None) -> None:
+        """Start waiting job ``idx`` now (policies call this during a pass); ``alloc`` is
+        the processors it takes from each partition, for policies with partitions."""
         self.checker.on_start(self, idx)
         now = self.now_s
         self.start_s[idx] = now
         self.busy_procs += self.procs[idx]
         insort(self.running, (now + self.estimate_s[idx], idx))
         if alloc is not None:
-            self.alloc[idx] = alloc
+            self._hold(idx, alloc)
         self.started.append(idx)
+
+    def _hold(self, idx: int, alloc: tuple[int, ...]) -> None:
+        self.alloc[idx] = alloc
+        held = self.held
+        if len(held) < len(alloc):
+            held.extend([0] * (len(alloc) - len(held)))
+        for p, n in enumerate(alloc):
+            held[p] += n
 
     @property
     def free_procs(self) -> int:
@@ -145,7 +160,7 @@ class SimState:
             state.busy_procs += state.procs[i]
             state.running.append((start + state.estimate_s[i], i))
             if snap.running_alloc[i] is not None:
-                state.alloc[i] = snap.running_alloc[i]
+                state._hold(i, tuple(snap.running_alloc[i]))
         state.running.sort()
         state.queue = list(range(snap.n_running, len(state.job_id)))
         checker.adopt(state)

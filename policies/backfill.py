@@ -34,15 +34,20 @@ class Reservation(NamedTuple):
 
 
 class Resources(Protocol):
-    """Fit test and reservations of one pass. ``free`` bounds what any job can get now."""
+    """Fit test and reservations of one pass. ``free`` bounds what any job can get now;
+    ``reservations`` lists the reservations made (``settle()`` completes any deferred)."""
 
     free: int
+    reservations: list[Reservation]
 
     def try_start(self, job: int) -> bool:
         """Start ``job`` now (``state.start``) if it fits without delaying a reservation."""
 
-    def reserve(self, job: int) -> Reservation | None:
-        """Reserve the earliest start for a blocked head; None if it can never start."""
+    def reserve(self, job: int) -> None:
+        """Make the blocked head ``job`` its queue's pivot: reserve its earliest start."""
+
+    def settle(self) -> list[Reservation]:
+        """Complete deferred reservations; return all reservations of the pass."""
 
 
 def backfill_pass(
@@ -50,18 +55,17 @@ def backfill_pass(
     queue: Sequence[int],
     resources: Resources,
     queue_of: Callable[[int], int] | None = None,
-) -> list[Reservation]:
+) -> None:
     """One pass over ``queue`` (in the policy's order); ``queue_of`` maps a job to its
-    queue (all jobs in one queue when None). Returns the reservations made.
+    queue (all jobs in one queue when None). Reservations are left in ``resources``.
 
     A pass in which no processor is free changes nothing (reservations live only for
     the pass), so it returns at once.
     """
     if resources.free <= 0 or not queue:
-        return []
+        return
     procs = state.procs
     try_start = resources.try_start
-    reservations: list[Reservation] = []
     if queue_of is not None:
         groups: dict[int, list[int]] = {}
         for j in queue:
@@ -73,10 +77,8 @@ def backfill_pass(
         while k < n and try_start(queue[k]):
             k += 1
         if k == n:
-            return reservations
-        res = resources.reserve(queue[k])
-        if res is not None:
-            reservations.append(res)
+            return
+        resources.reserve(queue[k])
         rest: Sequence[int] = queue
         first = k + 1
     else:
@@ -86,9 +88,7 @@ def backfill_pass(
             while k < n and try_start(jobs[k]):
                 k += 1
             if k < n:
-                res = resources.reserve(jobs[k])
-                if res is not None:
-                    reservations.append(res)
+                resources.reserve(jobs[k])
             skip.update(jobs[:k + 1])
         rest = [j for j in queue if j not in skip]
         first = 0
@@ -99,17 +99,17 @@ def backfill_pass(
         j = rest[pos]
         if procs[j] <= free and try_start(j):
             free = resources.free
-    return reservations
 
 
 class CountResources:
     """EASY over one pool of active processors: fit = processors free now, and after the
     head's reservation, ending by the shadow time or using only the extra processors."""
 
-    __slots__ = ("state", "free", "shadow_s", "extra", "procs", "est", "now")
+    __slots__ = ("state", "free", "shadow_s", "extra", "procs", "est", "now", "reservations")
 
     def __init__(self, state: "SimState") -> None:
         self.state = state
+        self.reservations: list[Reservation] = []
         self.free = state.active_procs - state.busy_procs
         self.shadow_s = INF
         self.extra = 0
@@ -129,12 +129,14 @@ class CountResources:
         self.free -= p
         return True
 
-    def reserve(self, j: int) -> Reservation | None:
+    def reserve(self, j: int) -> None:
         need = self.procs[j]
         self.shadow_s, self.extra = shadow(self.state, need)
-        if self.shadow_s == INF:
-            return None
-        return Reservation(j, self.shadow_s, (need,))
+        if self.shadow_s < INF:
+            self.reservations.append(Reservation(j, self.shadow_s, (need,)))
+
+    def settle(self) -> list[Reservation]:
+        return self.reservations
 
 
 def shadow(state: "SimState", need: int) -> tuple[float, int]:
@@ -167,5 +169,6 @@ def shadow(state: "SimState", need: int) -> tuple[float, int]:
 def easy_pass(state: "SimState", queue: Sequence[int]) -> Reservation | None:
     """One EASY pass over ``queue`` (in the policy's order): the head's reservation, or
     None when nothing is left blocked (or the head can never start)."""
-    reservations = backfill_pass(state, queue, CountResources(state))
-    return reservations[0] if reservations else None
+    resources = CountResources(state)
+    backfill_pass(state, queue, resources)
+    return resources.reservations[0] if resources.reservations else None

@@ -13,7 +13,7 @@ Each running job's allocation, the processors it holds per partition, is kept in
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -42,45 +42,76 @@ class PartitionProfiles:
     """Free processors per partition over future time, for one pass.
 
     ``times[i]`` starts segment i (``times[0]`` = now, the last segment is unbounded) and
-    ``free[p][i]`` is partition p's free count on it. Built lazily: until the first
-    reservation, every profile is non-decreasing (running jobs only release), so
-    "free over [now, now + d)" is simply "free now".
+    ``free_at[p][i]`` is partition p's free count on it. Built lazily: until the first
+    reservation every profile is non-decreasing (running jobs only release), so "free
+    over [now, now + d)" is simply "free now". ``free`` also never exceeds the active
+    processors not in use, so a machine shrunk below its busy count starts nothing.
     """
 
-    def __init__(self, state: "SimState", owned: tuple[int, ...], queue_of, borrow: bool) -> None:
+    def __init__(self, state: "SimState", owned: tuple[int, ...], queue_of: dict[int, int],
+                 borrow: bool) -> None:
         self.state = state
-        self.owned = owned
-        self.k = len(owned)
+        self.k = k = len(owned)
         self.queue_of = queue_of
         self.borrow = borrow
-        held = [0] * self.k
-        for _, j in state.running:
-            a = state.alloc.get(j)
-            if a is not None:
-                for p, n in enumerate(a):
-                    held[p] += n
-        self.now_free = [owned[p] - held[p] for p in range(self.k)]
+        held = state.held
+        self.now_free = [owned[p] - (held[p] if p < len(held) else 0) for p in range(k)]
+        self.idle = state.active_procs - state.busy_procs
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
-        self.free = sum(f for f in self.now_free if f > 0)
+        # the profile as built (before this pass's later changes, which only lower it):
+        # non-decreasing, so bisect finds where a reservation search may begin
+        self.base_times: list[float] = []
+        self.base_own: list[list[int]] = []
+        self.base_total: list[int] = []
+        self.pending: list[int] = []
+        self.reservations: list[Reservation] = []
+        # (width, end) of jobs that did not fit, per key (one key when borrowing, where
+        # fitting does not depend on the queue). Starts only lower the free counts, so a
+        # job at least as wide that ends no earlier cannot fit either for this pass.
+        self.failed: dict[int, list[tuple[int, float]]] = {}
+        self._update_free()
+
+    def _update_free(self) -> None:
+        positive = 0
+        for f in self.now_free:
+            if f > 0:
+                positive += f
+        self.free = positive if positive < self.idle else self.idle
 
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
         st = self.state
+        alloc = st.alloc
         times = [st.now_s]
-        cols = [list(self.now_free)]
+        cur = list(self.now_free)
+        cols = [cur]
+        procs = st.procs
+        total = sum(f for f in cur if f > 0)
+        totals = [total]
+        exact_total = min(cur) >= 0  # then the sum of positives just adds the releases
         for end, j in st.running:
-            a = st.alloc.get(j)
+            a = alloc.get(j)
             if a is None:
                 continue
             if end > times[-1]:
                 times.append(end)
-                cols.append(list(cols[-1]))
-            last = cols[-1]
+                cur = list(cur)
+                cols.append(cur)
+                totals.append(total)
             for p, n in enumerate(a):
-                last[p] += n
+                if n:
+                    cur[p] += n
+            if exact_total:
+                total += procs[j]
+                totals[-1] = total
+        if not exact_total:
+            totals = [sum(f for f in c if f > 0) for c in cols]
         self.times = times
-        self.free_at = [[c[p] for c in cols] for p in range(self.k)]
+        self.free_at = [list(col) for col in zip(*cols)]
+        self.base_times = list(times)
+        self.base_own = [list(col) for col in self.free_at]
+        self.base_total = totals
 
     def _split(self, t: float) -> int:
         """Index of the segment starting at ``t`` (inserting a breakpoint if needed)."""
@@ -93,15 +124,9 @@ class PartitionProfiles:
             col.insert(i + 1, col[i])
         return i + 1
 
-    def _mins(self, i: int, end: float) -> list[int]:
-        """Per partition, the minimum free count over segments from ``i`` while they start
-        before ``end``."""
-        times = self.times
-        n = len(times)
-        stop = i + 1
-        while stop < n and times[stop] < end:
-            stop += 1
-        return [min(col[i:stop]) for col in self.free_at]
+    def _stop(self, i: int, end: float) -> int:
+        """One past the last segment from ``i`` that starts before ``end``."""
+        return max(bisect_left(self.times, end), i + 1)
 
     def _take(self, start: float, end: float, alloc: tuple[int, ...]) -> None:
         a = self._split(start)
@@ -109,31 +134,31 @@ class PartitionProfiles:
         for p, n in enumerate(alloc):
             if n:
                 col = self.free_at[p]
-                for i in range(a, b):
-                    col[i] -= n
+                col[a:b] = [f - n for f in col[a:b]]
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
-        """Processors per partition for a job of width ``w`` from queue ``q`` given the
-        free minimum of each partition over its run, or None if it does not fit."""
-        own = max(mins[q], 0)
+        """Processors per partition for a job of width ``w`` from queue ``q`` given each
+        partition's free minimum over the job's run, or None if it does not fit: its own
+        partition first, then (with ``borrow``) the others, lowest index first."""
+        alloc = [0] * self.k
+        own = mins[q]
         if own >= w:
-            alloc = [0] * self.k
             alloc[q] = w
             return tuple(alloc)
         if not self.borrow:
             return None
-        if own + sum(max(m, 0) for p, m in enumerate(mins) if p != q) < w:
-            return None
-        alloc = [0] * self.k
-        alloc[q] = own
-        need = w - own
+        need = w
+        if own > 0:
+            alloc[q] = own
+            need -= own
         for p in range(self.k):
-            if p == q or need == 0:
-                continue
-            take = min(max(mins[p], 0), need)
-            alloc[p] = take
-            need -= take
-        return tuple(alloc)
+            if p != q and mins[p] > 0:
+                take = mins[p] if mins[p] < need else need
+                alloc[p] = take
+                need -= take
+                if need == 0:
+                    return tuple(alloc)
+        return None
 
     # -- the Resources protocol --------------------------------------------------------
     def try_start(self, j: int) -> bool:
@@ -141,35 +166,89 @@ class PartitionProfiles:
         w = st.procs[j]
         if w > self.free:
             return False
-        q = self.queue_of(j)
         end = st.now_s + st.estimate_s[j]
-        mins = self.now_free if self.times is None else self._mins(0, end)
-        alloc = self._allocation(q, w, mins)
+        running = st.running
+        if not running or end <= running[0][0]:
+            # Every reservation starts at or after the first running end (a pivot cannot
+            # start now), so a job ending by then sees only the free counts of now.
+            mins = self.now_free
+        else:
+            key = 0 if self.borrow else self.queue_of[j]
+            failed = self.failed.get(key)
+            if failed is not None:
+                for fw, fe in failed:
+                    if w >= fw and end >= fe:
+                        return False
+            if self.pending:
+                self.settle()
+            if self.times is None:
+                mins = self.now_free
+            else:
+                stop = self._stop(0, end)
+                mins = [min(col[:stop]) for col in self.free_at]
+        alloc = self._allocation(self.queue_of[j], w, mins)
         if alloc is None:
+            if mins is not self.now_free:
+                self.failed.setdefault(key, []).append((w, end))
             return False
         st.start(j, alloc)
+        now_free = self.now_free
         for p, n in enumerate(alloc):
-            self.now_free[p] -= n
+            now_free[p] -= n
+        self.idle -= w
         if self.times is not None:
             self._take(st.now_s, end, alloc)
-        self.free = sum(f for f in self.now_free if f > 0)
+        self._update_free()
         return True
 
-    def reserve(self, j: int) -> Reservation | None:
+    def reserve(self, j: int) -> None:
+        """Make ``j`` a pivot. The reservation is computed when a later start could be
+        affected by it (in pivot order), so a pass that cannot start anything more skips
+        the work; the result is the same."""
+        self.pending.append(j)
+
+    def settle(self) -> list[Reservation]:
+        """Compute the pending reservations, in order; returns all made so far."""
+        pending, self.pending = self.pending, []
+        for j in pending:
+            res = self._reserve_now(j)
+            if res is not None:
+                self.reservations.append(res)
+        return self.reservations
+
+    def _reserve_now(self, j: int) -> Reservation | None:
         if self.times is None:
             self._build()
         st = self.state
-        w, d, q = st.procs[j], st.estimate_s[j], self.queue_of(j)
-        times = self.times
-        for i, s in enumerate(times):
-            mins = self._mins(i, s + d)
-            own = mins[q]
-            if own >= w:
+        w, d, q = st.procs[j], st.estimate_s[j], self.queue_of[j]
+        times, cols = self.times, self.free_at
+        own_col = cols[q]
+        # no start can be feasible before the built profile first has room for it
+        first = bisect_left(self.base_own[q], w)
+        if self.borrow:
+            first = min(first, bisect_left(self.base_total, w))
+        if first == len(self.base_times):
+            return None
+        for i in range(bisect_left(times, self.base_times[first]), len(times)):
+            s = times[i]
+            # quick filters on the first segment before looking at the whole window
+            own_ok = own_col[i] >= w
+            if not own_ok:
+                if not self.borrow:
+                    continue
+                total = 0
+                for col in cols:
+                    if col[i] > 0:
+                        total += col[i]
+                if total < w:
+                    continue
+            stop = self._stop(i, s + d)
+            if own_ok and min(own_col[i:stop]) >= w:
                 alloc = [0] * self.k
                 alloc[q] = w
                 return self._reserve_at(j, s, d, tuple(alloc))
             if self.borrow:
-                alloc = self._allocation(q, w, mins)
+                alloc = self._allocation(q, w, [min(col[i:stop]) for col in cols])
                 if alloc is not None:
                     return self._reserve_at(j, s, d, alloc)
         return None
@@ -227,17 +306,22 @@ class MultiQueueBackfill:
         return got
 
     def schedule(self, state: "SimState") -> None:
-        if not state.queue:
-            return
-        est = state.estimate_s
+        if state.busy_procs >= state.active_procs or not state.queue:
+            return  # nothing can start: the pass would change nothing
+        est, procs = state.estimate_s, state.procs
         bounds = self.boundaries_s
-
-        def queue_of(j: int) -> int:
-            return bisect_right(bounds, est[j])
-
+        idle = state.active_procs - state.busy_procs
+        queue_of = {}
+        fits = False
+        for j in state.queue:
+            queue_of[j] = bisect_right(bounds, est[j])
+            if procs[j] <= idle:
+                fits = True
+        if not fits:
+            return  # no waiting job is narrow enough to start: nothing would change
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
-        backfill_pass(state, self._order(state, state.queue), resources, queue_of)
+        backfill_pass(state, self._order(state, state.queue), resources, queue_of.__getitem__)
 
     def settings(self) -> dict:
         return {"name": self.name, "queues": self.queues,
