@@ -53,6 +53,13 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
         raise ConfigError(f"{config.source}: active_procs: must be <= the machine's "
                           f"{workload.machine_procs} processors (got {active})")
     policy = make_policy(config.policy)
+    check = getattr(policy, "check_jobs", None)
+    if check is not None:
+        problem = check(workload.job_id.tolist(), workload.procs.tolist(),
+                        workload.estimate_s(config.estimates).tolist(),
+                        workload.machine_procs if active is None else active)
+        if problem is not None:
+            raise ConfigError(f"{config.source}: policy.{problem}")
     checker = StrictChecker() if config.strict else NULL_CHECKER
     estimates = workload.estimate_s(config.estimates)
     if progress_bar is not None:

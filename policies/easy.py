@@ -24,9 +24,16 @@ class EasyBackfill:
         object.__setattr__(self, "_order", ORDERS[self.order])
 
     def schedule(self, state: "SimState") -> None:
+        self.backfill(state)
+
+    def backfill(self, state: "SimState") -> CountResources | None:
+        """One pass; returns its resources (``.reservations``), or None when the pass was
+        skipped because nothing could start."""
         if state.busy_procs >= state.active_procs or not state.queue:
-            return  # nothing can start: the pass would change nothing
-        backfill_pass(state, self._order(state, state.queue), CountResources(state))
+            return None  # nothing can start: the pass would change nothing
+        resources = CountResources(state)
+        backfill_pass(state, self._order(state, state.queue), resources)
+        return resources
 
     def settings(self) -> dict:
         return {"name": self.name, "order": self.order}

@@ -306,8 +306,13 @@ class MultiQueueBackfill:
         return got
 
     def schedule(self, state: "SimState") -> None:
+        self.backfill(state)
+
+    def backfill(self, state: "SimState") -> PartitionProfiles | None:
+        """One pass; returns its resources (reservations: ``.settle()``), or None when
+        the pass was skipped because nothing could start."""
         if state.busy_procs >= state.active_procs or not state.queue:
-            return  # nothing can start: the pass would change nothing
+            return None  # nothing can start: the pass would change nothing
         est, procs = state.estimate_s, state.procs
         bounds = self.boundaries_s
         idle = state.active_procs - state.busy_procs
@@ -318,10 +323,24 @@ class MultiQueueBackfill:
             if procs[j] <= idle:
                 fits = True
         if not fits:
-            return  # no waiting job is narrow enough to start: nothing would change
+            return None  # no waiting job is narrow enough to start: nothing would change
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
         backfill_pass(state, self._order(state, state.queue), resources, queue_of.__getitem__)
+        return resources
+
+    def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:
+        """Without ``borrow``, a job wider than its own partition could never run: say
+        which (``key: reason``), or None when every job can run."""
+        if self.borrow:
+            return None
+        owned = self.owned(active_procs)
+        for job, p, e in zip(job_id, procs, estimate_s):
+            q = self.queue_index(e)
+            if p > owned[q]:
+                return (f"borrow: false, but job {job} ({p} processors, queue {q + 1}) is "
+                        f"wider than its partition ({owned[q]} processors)")
+        return None
 
     def settings(self) -> dict:
         return {"name": self.name, "queues": self.queues,

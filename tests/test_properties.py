@@ -201,3 +201,62 @@ def test_changing_active_procs_never_kills_and_holds_back_starts(wl, data):
         assert _running_procs(records, r.start_s) <= active_at(r.start_s)
     for t, active in zip(records.samples.time_s, records.samples.active_procs):
         assert active == active_at(t)
+
+
+# (vi) -----------------------------------------------------------------------------------------
+
+def reference_easy(wl, estimates: str, active: int) -> dict[int, float]:
+    """EASY/FCFS written out plainly from DESIGN.md, as an oracle: at each instant all
+    completions, then all arrivals, then one pass; jobs wider than ``active`` never start.
+    Returns ``{job_id: start_s}`` of the jobs that started."""
+    est = wl.estimate_s(estimates).tolist()
+    jobs = sorted(zip(wl.submit_s.tolist(), wl.job_id.tolist(), wl.runtime_s.tolist(),
+                      wl.procs.tolist(), est))
+    pending = list(jobs)  # (submit, id, runtime, procs, estimate), in (submit, id) order
+    queue: list[tuple] = []
+    running: list[tuple] = []  # (actual end, expected end, procs)
+    start: dict[int, float] = {}
+    t = pending[0][0]
+    while True:
+        running = [r for r in running if r[0] > t]
+        while pending and pending[0][0] == t:
+            queue.append(pending.pop(0))
+        free = active - sum(r[2] for r in running)
+
+        def run(job):
+            nonlocal free
+            start[job[1]] = t
+            running.append((t + job[2], t + job[4], job[3]))
+            free -= job[3]
+            queue.remove(job)
+
+        while queue and queue[0][3] <= free:
+            run(queue[0])
+        if queue:
+            head = queue[0]
+            shadow_s, extra = math.inf, 0
+            avail = free
+            for end in sorted({r[1] for r in running}):
+                avail += sum(r[2] for r in running if r[1] == end)
+                if avail >= head[3]:
+                    shadow_s, extra = end, avail - head[3]
+                    break
+            for job in list(queue[1:]):
+                if job[3] > free:
+                    continue
+                if t + job[4] <= shadow_s:
+                    run(job)
+                elif job[3] <= extra:
+                    run(job)
+                    extra -= job[3]
+        if not pending and (not queue or not running):
+            return start
+        t = min([r[0] for r in running] + [p[0] for p in pending[:1]])
+
+
+@SETTINGS
+@given(wl=workloads(), estimates=ESTIMATES, data=st.data())
+def test_main_matches_reference_easy(wl, estimates, data):
+    active = data.draw(st.one_of(st.none(), st.integers(1, wl.machine_procs)), "active")
+    expected = reference_easy(wl, estimates, wl.machine_procs if active is None else active)
+    assert run_main(wl, estimates, active_procs=active) == expected
