@@ -16,7 +16,7 @@ profiles of :mod:`olsctl.policies.mqbf`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -54,10 +54,11 @@ def backfill_pass(
     state: "SimState",
     queue: Sequence[int],
     resources: Resources,
-    queue_of: Callable[[int], int] | None = None,
+    by_queue: Sequence[Sequence[int]] | None = None,
 ) -> None:
-    """One pass over ``queue`` (in the policy's order); ``queue_of`` maps a job to its
-    queue (all jobs in one queue when None). Reservations are left in ``resources``.
+    """One pass over ``queue`` (in the policy's order). ``by_queue`` splits it into the
+    policy's queues, each in that order, listed by the position of their heads (None: one
+    queue). Reservations are left in ``resources``.
 
     A pass in which no processor is free changes nothing (reservations live only for
     the pass), so it returns at once.
@@ -66,12 +67,7 @@ def backfill_pass(
         return
     procs = state.procs
     try_start = resources.try_start
-    if queue_of is not None:
-        groups: dict[int, list[int]] = {}
-        for j in queue:
-            groups.setdefault(queue_of(j), []).append(j)
-        by_queue = list(groups.values())  # dicts keep first-seen order: by head position
-    if queue_of is None:  # one queue: Phase B is the rest of it after the pivot
+    if by_queue is None:  # one queue: Phase B is the rest of it after the pivot
         n = len(queue)
         k = 0
         while k < n and try_start(queue[k]):

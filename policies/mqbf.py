@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from olsctl.policies.backfill import INF, Reservation, backfill_pass
@@ -42,10 +43,10 @@ class PartitionProfiles:
     """Free processors per partition over future time, for one pass.
 
     ``times[i]`` starts segment i (``times[0]`` = now, the last segment is unbounded) and
-    ``free_at[p][i]`` is partition p's free count on it. Built lazily: until the first
-    reservation every profile is non-decreasing (running jobs only release), so "free
-    over [now, now + d)" is simply "free now". ``free`` also never exceeds the active
-    processors not in use, so a machine shrunk below its busy count starts nothing.
+    ``free_at[p][i]`` is partition p's free count on it. Built lazily, at the first
+    reservation: until then every profile is non-decreasing (running jobs only release),
+    so "free over [now, now + d)" is simply "free now". ``free`` also never exceeds the
+    active processors not in use, so a machine shrunk below its busy count starts nothing.
     """
 
     def __init__(self, state: "SimState", owned: tuple[int, ...], queue_of: dict[int, int],
@@ -55,12 +56,15 @@ class PartitionProfiles:
         self.queue_of = queue_of
         self.borrow = borrow
         held = state.held
-        self.now_free = [owned[p] - (held[p] if p < len(held) else 0) for p in range(k)]
+        if len(held) < k:
+            held.extend([0] * (k - len(held)))
+        self.now_free = [owned[p] - held[p] for p in range(k)]
         self.idle = state.active_procs - state.busy_procs
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
-        # the profile as built (before this pass's later changes, which only lower it):
-        # non-decreasing, so bisect finds where a reservation search may begin
+        self._prefix_min: list[list[int]] | None = None
+        # the profile as built (later changes in the pass only lower it): non-decreasing,
+        # so bisect finds where a reservation search may begin
         self.base_times: list[float] = []
         self.base_own: list[list[int]] = []
         self.base_total: list[int] = []
@@ -82,36 +86,39 @@ class PartitionProfiles:
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
         st = self.state
-        alloc = st.alloc
-        times = [st.now_s]
-        cur = list(self.now_free)
-        cols = [cur]
-        procs = st.procs
-        total = sum(f for f in cur if f > 0)
+        alloc, procs = st.alloc, st.procs
+        k = self.k
+        now = st.now_s
+        times = [now]
+        cols = [[f] for f in self.now_free]
+        total = sum(f for f in self.now_free if f > 0)
         totals = [total]
-        exact_total = min(cur) >= 0  # then the sum of positives just adds the releases
+        exact_total = min(self.now_free) >= 0  # then the positives just add the releases
+        last = now
         for end, j in st.running:
             a = alloc.get(j)
             if a is None:
                 continue
-            if end > times[-1]:
+            if end > last:
+                last = end
                 times.append(end)
-                cur = list(cur)
-                cols.append(cur)
+                for col in cols:
+                    col.append(col[-1])
                 totals.append(total)
-            for p, n in enumerate(a):
-                if n:
-                    cur[p] += n
+            for p in range(k):
+                if a[p]:
+                    cols[p][-1] += a[p]
             if exact_total:
                 total += procs[j]
                 totals[-1] = total
         if not exact_total:
-            totals = [sum(f for f in c if f > 0) for c in cols]
+            totals = [sum(f for f in seg if f > 0) for seg in zip(*cols)]
         self.times = times
-        self.free_at = [list(col) for col in zip(*cols)]
+        self.free_at = cols
         self.base_times = list(times)
-        self.base_own = [list(col) for col in self.free_at]
+        self.base_own = [list(col) for col in cols]
         self.base_total = totals
+        self._prefix_min = None
 
     def _split(self, t: float) -> int:
         """Index of the segment starting at ``t`` (inserting a breakpoint if needed)."""
@@ -124,10 +131,6 @@ class PartitionProfiles:
             col.insert(i + 1, col[i])
         return i + 1
 
-    def _stop(self, i: int, end: float) -> int:
-        """One past the last segment from ``i`` that starts before ``end``."""
-        return max(bisect_left(self.times, end), i + 1)
-
     def _take(self, start: float, end: float, alloc: tuple[int, ...]) -> None:
         a = self._split(start)
         b = self._split(end) if end < INF else len(self.times)
@@ -135,6 +138,7 @@ class PartitionProfiles:
             if n:
                 col = self.free_at[p]
                 col[a:b] = [f - n for f in col[a:b]]
+        self._prefix_min = None
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
         """Processors per partition for a job of width ``w`` from queue ``q`` given each
@@ -152,8 +156,9 @@ class PartitionProfiles:
             alloc[q] = own
             need -= own
         for p in range(self.k):
-            if p != q and mins[p] > 0:
-                take = mins[p] if mins[p] < need else need
+            m = mins[p]
+            if p != q and m > 0:
+                take = m if m < need else need
                 alloc[p] = take
                 need -= take
                 if need == 0:
@@ -168,6 +173,7 @@ class PartitionProfiles:
             return False
         end = st.now_s + st.estimate_s[j]
         running = st.running
+        key = -1
         if not running or end <= running[0][0]:
             # Every reservation starts at or after the first running end (a pivot cannot
             # start now), so a job ending by then sees only the free counts of now.
@@ -183,12 +189,16 @@ class PartitionProfiles:
                 self.settle()
             if self.times is None:
                 mins = self.now_free
+                key = -1
             else:
-                stop = self._stop(0, end)
-                mins = [min(col[:stop]) for col in self.free_at]
+                pm = self._prefix_min
+                if pm is None:
+                    pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
+                last = bisect_left(self.times, end) - 1
+                mins = [col[last] for col in pm]
         alloc = self._allocation(self.queue_of[j], w, mins)
         if alloc is None:
-            if mins is not self.now_free:
+            if key >= 0:
                 self.failed.setdefault(key, []).append((w, end))
             return False
         st.start(j, alloc)
@@ -223,18 +233,19 @@ class PartitionProfiles:
         w, d, q = st.procs[j], st.estimate_s[j], self.queue_of[j]
         times, cols = self.times, self.free_at
         own_col = cols[q]
+        borrow = self.borrow
         # no start can be feasible before the built profile first has room for it
         first = bisect_left(self.base_own[q], w)
-        if self.borrow:
+        if borrow:
             first = min(first, bisect_left(self.base_total, w))
         if first == len(self.base_times):
             return None
-        for i in range(bisect_left(times, self.base_times[first]), len(times)):
-            s = times[i]
+        n = len(times)
+        for i in range(bisect_left(times, self.base_times[first]), n):
             # quick filters on the first segment before looking at the whole window
             own_ok = own_col[i] >= w
             if not own_ok:
-                if not self.borrow:
+                if not borrow:
                     continue
                 total = 0
                 for col in cols:
@@ -242,12 +253,13 @@ class PartitionProfiles:
                         total += col[i]
                 if total < w:
                     continue
-            stop = self._stop(i, s + d)
+            s = times[i]
+            stop = bisect_left(times, s + d, i + 1)
             if own_ok and min(own_col[i:stop]) >= w:
                 alloc = [0] * self.k
                 alloc[q] = w
                 return self._reserve_at(j, s, d, tuple(alloc))
-            if self.borrow:
+            if borrow:
                 alloc = self._allocation(q, w, [min(col[i:stop]) for col in cols])
                 if alloc is not None:
                     return self._reserve_at(j, s, d, alloc)
@@ -316,17 +328,24 @@ class MultiQueueBackfill:
         est, procs = state.estimate_s, state.procs
         bounds = self.boundaries_s
         idle = state.active_procs - state.busy_procs
-        queue_of = {}
+        queue_of: dict[int, int] = {}
+        groups: dict[int, list[int]] = {}  # first-seen order: queues by head position
         fits = False
-        for j in state.queue:
-            queue_of[j] = bisect_right(bounds, est[j])
+        ordered = self._order(state, state.queue)
+        for j in ordered:
+            q = queue_of[j] = bisect_right(bounds, est[j])
+            group = groups.get(q)
+            if group is None:
+                groups[q] = [j]
+            else:
+                group.append(j)
             if procs[j] <= idle:
                 fits = True
         if not fits:
             return None  # no waiting job is narrow enough to start: nothing would change
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
-        backfill_pass(state, self._order(state, state.queue), resources, queue_of.__getitem__)
+        backfill_pass(state, ordered, resources, list(groups.values()))
         return resources
 
     def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:
