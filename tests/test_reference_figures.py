@@ -75,3 +75,34 @@ def test_other_logs_match_plain_loop(name, kept):
                              est.tolist(), w.machine_procs)
         got = _starts(records)
         assert np.array_equal(np.asarray([got[j] for j in w.job_id.tolist()]), np.asarray(ref))
+
+
+def test_kth_mqbf_reference_figure():
+    # ../shared/MQBF.md: KTH-SP2, exact estimates, K = 4, default boundaries, all
+    # 100 processors: mean bounded slowdown 58.5090, mean wait 6665.60 s.
+    from olsctl.metrics import summarize
+
+    w = load_workload(KTH)
+    m = summarize(MainSimulator(w, make_policy({"name": "mqbf"}), w.estimate_s("exact"),
+                                checker=StrictChecker()).run())
+    assert round(m["mean_bsld"], 4) == 58.5090
+    assert round(m["mean_wait_s"], 2) == 6665.60
+
+
+def _k1_equals_easy(w: "object", estimates: str) -> None:
+    est = w.estimate_s(estimates)
+    easy = _starts(MainSimulator(w, make_policy({"name": "easy"}), est).run())
+    k1 = _starts(MainSimulator(w, make_policy({"name": "mqbf", "queues": 1,
+                                               "boundaries_s": []}), est).run())
+    assert k1 == easy
+
+
+def test_one_queue_mqbf_is_easy_on_kth():
+    _k1_equals_easy(load_workload(KTH), "exact")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SDSC-SP2-1998-4.2-cln.swf.gz", "CTC-SP2-1996-3.1-cln.swf.gz",
+                                  "SDSC-BLUE-2000-4.2-cln.swf.gz"])
+def test_one_queue_mqbf_is_easy_on_other_logs(name):
+    _k1_equals_easy(load_workload(TRACES / name), "exact")
