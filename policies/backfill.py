@@ -70,7 +70,7 @@ def backfill_pass(
     if by_queue is None:  # one queue: Phase B is the rest of it after the pivot
         n = len(queue)
         k = 0
-        while k < n and try_start(queue[k]):
+        while k < n and procs[queue[k]] <= resources.free and try_start(queue[k]):
             k += 1
         if k == n:
             return
@@ -81,7 +81,7 @@ def backfill_pass(
         skip: set[int] = set()
         for jobs in by_queue:  # Phase A
             k, n = 0, len(jobs)
-            while k < n and try_start(jobs[k]):
+            while k < n and procs[jobs[k]] <= resources.free and try_start(jobs[k]):
                 k += 1
             if k < n:
                 resources.reserve(jobs[k])

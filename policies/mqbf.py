@@ -19,7 +19,7 @@ from fractions import Fraction
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from olsctl.policies.backfill import INF, Reservation, backfill_pass
+from olsctl.policies.backfill import INF, Reservation, backfill_pass, shadow
 from olsctl.policies.order import ORDERS, Order
 
 if TYPE_CHECKING:
@@ -70,6 +70,13 @@ class PartitionProfiles:
         self.base_total: list[int] = []
         self.pending: list[int] = []
         self.reservations: list[Reservation] = []
+        # No reservation starts before ``horizon``: the earliest start of a settled one,
+        # or for a pending pivot the first time the machine as a whole has room for it.
+        # Before it every profile is non-decreasing, so a job ending by then only needs
+        # the free counts of now. (With an oversubscribed partition the total says
+        # nothing about the partitions, so no bound is used.)
+        self.horizon = INF
+        self._bounded = min(self.now_free) >= 0
         # (width, end) of jobs that did not fit, per key (one key when borrowing, where
         # fitting does not depend on the queue). Starts only lower the free counts, so a
         # job at least as wide that ends no earlier cannot fit either for this pass.
@@ -172,11 +179,8 @@ class PartitionProfiles:
         if w > self.free:
             return False
         end = st.now_s + st.estimate_s[j]
-        running = st.running
         key = -1
-        if not running or end <= running[0][0]:
-            # Every reservation starts at or after the first running end (a pivot cannot
-            # start now), so a job ending by then sees only the free counts of now.
+        if end <= self.horizon:
             mins = self.now_free
         else:
             key = 0 if self.borrow else self.queue_of[j]
@@ -216,6 +220,16 @@ class PartitionProfiles:
         affected by it (in pivot order), so a pass that cannot start anything more skips
         the work; the result is the same."""
         self.pending.append(j)
+        if self._bounded:
+            st = self.state
+            if st.procs[j] > self.idle:
+                bound = shadow(st, st.procs[j])[0]
+            else:  # room in total but not in the partitions: after the next release
+                bound = st.running[0][0] if st.running else INF
+            if bound < self.horizon:
+                self.horizon = bound
+        else:
+            self.horizon = self.state.now_s
 
     def settle(self) -> list[Reservation]:
         """Compute the pending reservations, in order; returns all made so far."""
@@ -224,6 +238,8 @@ class PartitionProfiles:
             res = self._reserve_now(j)
             if res is not None:
                 self.reservations.append(res)
+        if self._bounded:
+            self.horizon = min((r.shadow_s for r in self.reservations), default=INF)
         return self.reservations
 
     def _reserve_now(self, j: int) -> Reservation | None:
@@ -329,23 +345,23 @@ class MultiQueueBackfill:
         bounds = self.boundaries_s
         idle = state.active_procs - state.busy_procs
         queue_of: dict[int, int] = {}
-        groups: dict[int, list[int]] = {}  # first-seen order: queues by head position
+        groups: list[list[int]] = [[] for _ in range(self.queues)]
+        by_head: list[list[int]] = []  # the queues in the order of their heads
         fits = False
         ordered = self._order(state, state.queue)
         for j in ordered:
             q = queue_of[j] = bisect_right(bounds, est[j])
-            group = groups.get(q)
-            if group is None:
-                groups[q] = [j]
-            else:
-                group.append(j)
+            group = groups[q]
+            if not group:
+                by_head.append(group)
+            group.append(j)
             if procs[j] <= idle:
                 fits = True
         if not fits:
             return None  # no waiting job is narrow enough to start: nothing would change
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
-        backfill_pass(state, ordered, resources, list(groups.values()))
+        backfill_pass(state, ordered, resources, by_head)
         return resources
 
     def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:

@@ -267,6 +267,15 @@ def test_checker_rejects_start_beyond_active_procs():
         st.start(2)  # 2 + 3 > 3
 
 
+def test_checker_rejects_start_of_job_not_waiting():
+    # checker.py's docstring promises to catch a job "started ... while not waiting":
+    # job 1 (submit 0) is due but never joined the queue, so it must not start.
+    st = _state()
+    assert st.queue == []
+    with pytest.raises(SimulationError):
+        st.start(0)
+
+
 def test_checker_rejects_finish_of_job_not_running():
     st = _state()
     st.arrive(0)

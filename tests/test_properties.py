@@ -2,9 +2,10 @@
 
 Invariants checked with hypothesis: every job starts once, never early, never beyond the
 machine or the active processors; the main simulator and the what-if engine agree; the
-blocked head starts exactly at the reservation it first got (exact estimates); and a
+blocked head starts exactly at the reservation it first got (exact estimates); a
 what-if from a snapshot reproduces the main simulator run on the workload cut at the
-snapshot time.
+snapshot time; changing the active processors never kills a job; and the main
+simulator matches a plain re-implementation of the DESIGN.md rules (an oracle).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from hypothesis import strategies as st
 
 from conftest import (
     easy_policy,
-    job_table,
     make_main,
     make_workload,
     run_main,
@@ -26,7 +26,7 @@ from conftest import (
 )
 from olsctl.checker import StrictChecker
 from olsctl.policies.backfill import easy_pass
-from olsctl.whatif import empty_snapshot, run_whatif
+from olsctl.whatif import run_whatif
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
