@@ -66,6 +66,8 @@ class StrictChecker:
         if now < state.submit_s[idx]:
             self._fail(state, f"job {job} started at {now:g} before its submission "
                               f"at {state.submit_s[idx]:g}")
+        if idx not in state.queue:
+            self._fail(state, f"job {job} started but is not waiting in the queue")
         self._agree(state, f"starting job {job}")
         procs = state.procs[idx]
         if self.busy + procs > state.active_procs:

@@ -29,22 +29,14 @@ def both(workload, policy, **kw) -> dict[int, float]:
     return main
 
 
-def one_pass(rows, machine, policy, active=None, running=()):
-    """A state at t = max submit with ``rows`` waiting (job, submit, est, procs) and
-    ``running`` (job, start, est, procs, alloc); runs one pass, returns the state."""
-    all_rows = list(running) + list(rows)
-    state = SimState(machine, [r[0] for r in all_rows], [r[1] for r in all_rows],
-                     [r[3] for r in all_rows], [r[2] for r in all_rows],
-                     [r[2] for r in all_rows], active, StrictChecker())
-    state.now_s = max(r[1] for r in all_rows)
-    for i, r in enumerate(running):
-        state.now_s, saved = r[1], state.now_s
-        state.start(i, r[4])
-        state.now_s = saved
-    state.checker.running.clear()
-    state.checker.busy = 0
-    state.checker.adopt(state)
-    for i in range(len(running), len(all_rows)):
+def one_pass(rows, machine, policy, active=None):
+    """A state at t = max submit with ``rows`` waiting (job, submit, estimate, procs);
+    runs one pass under a strict checker and returns the state."""
+    state = SimState(machine, [r[0] for r in rows], [r[1] for r in rows],
+                     [r[3] for r in rows], [r[2] for r in rows], [r[2] for r in rows],
+                     active, StrictChecker())
+    state.now_s = max(r[1] for r in rows)
+    for i in range(len(rows)):
         state.arrive(i)
     state.run_pass(policy)
     return state
