@@ -83,6 +83,7 @@ class BenchRow:
     main_s: float
     whatif_s: float
     same_schedule: bool
+    mqbf_s: float | None = None
 
     @property
     def main_ratio(self) -> float:
@@ -91,6 +92,11 @@ class BenchRow:
     @property
     def whatif_ratio(self) -> float:
         return self.whatif_s / self.reference_s
+
+    @property
+    def mqbf_ratio(self) -> float | None:
+        """MQBF(4) main-simulator time over EASY's."""
+        return None if self.mqbf_s is None else self.mqbf_s / self.main_s
 
 
 def _best_of(repeat: int, fn):
@@ -104,8 +110,9 @@ def _best_of(repeat: int, fn):
 
 
 def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
-                   repeat: int = 3) -> BenchRow:
-    """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules."""
+                   repeat: int = 3, mqbf: bool = False) -> BenchRow:
+    """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules;
+    with ``mqbf`` also the main simulator under MQBF with 4 queues."""
     est = w.estimate_s(estimates)
     cols = (w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(), est.tolist())
     policy = make_policy({"name": "easy", "order": "fcfs"})
@@ -120,4 +127,8 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
     main_starts = np.asarray([by_id[j] for j in w.job_id.tolist()])
     same = bool(np.array_equal(main_starts, np.asarray(ref))
                 and np.array_equal(wi.start_s, np.asarray(ref)))
-    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same)
+    mqbf_s = None
+    if mqbf:
+        mq = make_policy({"name": "mqbf", "queues": 4})
+        mqbf_s, _ = _best_of(repeat, lambda: MainSimulator(w, mq, est).run())
+    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s)

@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
+    bench.add_argument("--mqbf", action="store_true",
+                       help="also time the main simulator under MQBF(4) against EASY")
     return p
 
 
@@ -146,25 +148,33 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     names = args.traces or list(BUNDLED)
     table = Table(title=f"olsctl bench: EASY-FCFS, {args.estimates} estimates, "
                         f"best of {args.repeat}", title_justify="left")
-    for col in ("trace", "jobs", "parse s", "plain loop s", "plain jobs/s", "main s",
-                "main jobs/s", "main / plain", "what-if s", "what-if jobs/s",
-                "what-if / plain", "same starts"):
+    cols = ["trace", "jobs", "parse s", "plain loop s", "plain jobs/s", "main s",
+            "main jobs/s", "main / plain", "what-if s", "what-if jobs/s",
+            "what-if / plain", "same starts"]
+    if args.mqbf:
+        cols += ["MQBF(4) main s", "MQBF / EASY"]
+    for col in cols:
         table.add_column(col, justify="left" if col == "trace" else "right")
     for name in names:
         path = resolve_trace(name, Path.cwd())
         t0 = time.perf_counter()
         w = load_workload(path)
         parse_s = time.perf_counter() - t0
-        row = bench_workload(w, parse_s, args.estimates, args.repeat)
-        table.add_row(row.trace, f"{row.jobs:,}", f"{row.parse_s:.2f}",
-                      f"{row.reference_s:.2f}", f"{row.jobs / row.reference_s:,.0f}",
-                      f"{row.main_s:.2f}", f"{row.jobs / row.main_s:,.0f}",
-                      f"{row.main_ratio:.2f}x", f"{row.whatif_s:.2f}",
-                      f"{row.jobs / row.whatif_s:,.0f}", f"{row.whatif_ratio:.2f}x",
-                      "yes" if row.same_schedule else "NO")
-        out.print(f"{row.trace}: {row.jobs} jobs, plain {row.reference_s:.3f} s, "
-                  f"main {row.main_s:.3f} s ({row.main_ratio:.2f}x), what-if "
-                  f"{row.whatif_s:.3f} s ({row.whatif_ratio:.2f}x), same starts: "
-                  f"{row.same_schedule}", highlight=False)
+        row = bench_workload(w, parse_s, args.estimates, args.repeat, args.mqbf)
+        cells = [row.trace, f"{row.jobs:,}", f"{row.parse_s:.2f}",
+                 f"{row.reference_s:.2f}", f"{row.jobs / row.reference_s:,.0f}",
+                 f"{row.main_s:.2f}", f"{row.jobs / row.main_s:,.0f}",
+                 f"{row.main_ratio:.2f}x", f"{row.whatif_s:.2f}",
+                 f"{row.jobs / row.whatif_s:,.0f}", f"{row.whatif_ratio:.2f}x",
+                 "yes" if row.same_schedule else "NO"]
+        line = (f"{row.trace}: {row.jobs} jobs, plain {row.reference_s:.3f} s, "
+                f"main {row.main_s:.3f} s ({row.main_ratio:.2f}x), what-if "
+                f"{row.whatif_s:.3f} s ({row.whatif_ratio:.2f}x), same starts: "
+                f"{row.same_schedule}")
+        if row.mqbf_s is not None:
+            cells += [f"{row.mqbf_s:.2f}", f"{row.mqbf_ratio:.2f}x"]
+            line += f", MQBF(4) {row.mqbf_s:.3f} s ({row.mqbf_ratio:.2f}x EASY)"
+        table.add_row(*cells)
+        out.print(line, highlight=False)
     out.print(table)
     return EXIT_OK
