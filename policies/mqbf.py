@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import accumulate
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from olsctl.policies.backfill import INF, Reservation, backfill_pass, shadow
@@ -63,6 +64,7 @@ class PartitionProfiles:
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
         self._prefix_min: list[list[int]] | None = None
+        self._caps: list[tuple[float, int, int]] | None = None
         # the profile as built (later changes in the pass only lower it): non-decreasing,
         # so bisect finds where a reservation search may begin
         self.base_times: list[float] = []
@@ -93,33 +95,31 @@ class PartitionProfiles:
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
         st = self.state
-        alloc, procs = st.alloc, st.procs
-        k = self.k
         now = st.now_s
-        times = [now]
-        cols = [[f] for f in self.now_free]
-        total = sum(f for f in self.now_free if f > 0)
-        totals = [total]
-        exact_total = min(self.now_free) >= 0  # then the positives just add the releases
-        last = now
-        for end, j in st.running:
-            a = alloc.get(j)
-            if a is None:
-                continue
-            if end > last:
-                last = end
-                times.append(end)
-                for col in cols:
-                    col.append(col[-1])
-                totals.append(total)
-            for p in range(k):
-                if a[p]:
-                    cols[p][-1] += a[p]
-            if exact_total:
-                total += procs[j]
-                totals[-1] = total
-        if not exact_total:
-            totals = [sum(f for f in seg if f > 0) for seg in zip(*cols)]
+        alloc = st.alloc
+        running = [(e, j) for e, j in st.running if j in alloc]
+        now_free = self.now_free
+        total = sum(f for f in now_free if f > 0)
+        if not running:
+            times, cols, totals = [now], [[f] for f in now_free], [total]
+        else:
+            ends = [e for e, _ in running]
+            last = len(ends) - 1
+            # one breakpoint per distinct expected end: keep the last job of each group
+            keep = [i for i in range(last) if ends[i] != ends[i + 1]]
+            keep.append(last)
+            pick = itemgetter(*[i + 1 for i in keep]) if len(keep) > 1 else None
+            times = [now] + [ends[i] for i in keep]
+            cols = []
+            for p, column in enumerate(zip(*[alloc[j] for _, j in running])):
+                cum = list(accumulate(column, initial=now_free[p]))
+                cols.append([cum[0], *pick(cum)] if pick else [cum[0], cum[-1]])
+            if min(now_free) >= 0:  # then the positives just add up the releases
+                procs = st.procs
+                cum = list(accumulate([procs[j] for _, j in running], initial=total))
+                totals = [cum[0], *pick(cum)] if pick else [cum[0], cum[-1]]
+            else:
+                totals = [sum(f for f in seg if f > 0) for seg in zip(*cols)]
         self.times = times
         self.free_at = cols
         self.base_times = list(times)
@@ -146,6 +146,7 @@ class PartitionProfiles:
                 col = self.free_at[p]
                 col[a:b] = [f - n for f in col[a:b]]
         self._prefix_min = None
+        self._caps = None
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
         """Processors per partition for a job of width ``w`` from queue ``q`` given each
@@ -180,26 +181,28 @@ class PartitionProfiles:
             return False
         end = st.now_s + st.estimate_s[j]
         key = -1
-        if end <= self.horizon:
+        if end > self.horizon and self.pending:
+            self.settle()  # the horizon becomes the earliest reservation start
+        if end <= self.horizon or self.times is None:
             mins = self.now_free
         else:
+            caps = self._caps if self._caps is not None else self._reservation_caps()
+            if self.borrow and caps and w > caps[0][2]:
+                return False  # not enough room where the first reservation starts
             key = 0 if self.borrow else self.queue_of[j]
             failed = self.failed.get(key)
             if failed is not None:
                 for fw, fe in failed:
                     if w >= fw and end >= fe:
                         return False
-            if self.pending:
-                self.settle()
-            if self.times is None:
-                mins = self.now_free
-                key = -1
-            else:
-                pm = self._prefix_min
-                if pm is None:
-                    pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
-                last = bisect_left(self.times, end) - 1
-                mins = [col[last] for col in pm]
+            if not self._room_at_reservations(key, w, end):
+                self.failed.setdefault(key, []).append((w, end))
+                return False
+            pm = self._prefix_min
+            if pm is None:
+                pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
+            last = bisect_left(self.times, end) - 1
+            mins = [col[last] for col in pm]
         alloc = self._allocation(self.queue_of[j], w, mins)
         if alloc is None:
             if key >= 0:
@@ -213,6 +216,34 @@ class PartitionProfiles:
         if self.times is not None:
             self._take(st.now_s, end, alloc)
         self._update_free()
+        return True
+
+    def _reservation_caps(self) -> list[tuple[float, int, int]]:
+        """Per reservation, by start time: (start, its segment, free processors in all
+        partitions then)."""
+        times, cols = self.times, self.free_at
+        caps = []
+        for res in sorted(self.reservations, key=lambda r: r.shadow_s):
+            i = bisect_right(times, res.shadow_s) - 1
+            total = 0
+            for col in cols:
+                if col[i] > 0:
+                    total += col[i]
+            caps.append((res.shadow_s, i, total))
+        self._caps = caps
+        return caps
+
+    def _room_at_reservations(self, key: int, w: int, end: float) -> bool:
+        """A quick necessary condition: at the start of every reservation the job's run
+        would overlap, there are at least ``w`` free processors it could use (in all
+        partitions when borrowing, else in its own, ``key``)."""
+        caps = self._caps if self._caps is not None else self._reservation_caps()
+        own = None if self.borrow else self.free_at[key]
+        for start, i, total in caps:
+            if start >= end:
+                return True
+            if (total if own is None else own[i]) < w:
+                return False
         return True
 
     def reserve(self, j: int) -> None:
