@@ -63,8 +63,10 @@ class PartitionProfiles:
         self.idle = state.active_procs - state.busy_procs
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
+        # per partition, the minimum free count from now to the end of each segment, and
+        # what all of them (or only the own partition, without borrowing) could give
         self._prefix_min: list[list[int]] | None = None
-        self._caps: list[tuple[float, int, int]] | None = None
+        self._room: list[int] | None = None
         # the profile as built (later changes in the pass only lower it): non-decreasing,
         # so bisect finds where a reservation search may begin
         self.base_times: list[float] = []
@@ -79,10 +81,6 @@ class PartitionProfiles:
         # nothing about the partitions, so no bound is used.)
         self.horizon = INF
         self._bounded = min(self.now_free) >= 0
-        # (width, end) of jobs that did not fit, per key (one key when borrowing, where
-        # fitting does not depend on the queue). Starts only lower the free counts, so a
-        # job at least as wide that ends no earlier cannot fit either for this pass.
-        self.failed: dict[int, list[tuple[int, float]]] = {}
         self._update_free()
 
     def _update_free(self) -> None:
@@ -146,7 +144,6 @@ class PartitionProfiles:
                 col = self.free_at[p]
                 col[a:b] = [f - n for f in col[a:b]]
         self._prefix_min = None
-        self._caps = None
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
         """Processors per partition for a job of width ``w`` from queue ``q`` given each
@@ -180,33 +177,23 @@ class PartitionProfiles:
         if w > self.free:
             return False
         end = st.now_s + st.estimate_s[j]
-        key = -1
+        q = self.queue_of[j]
         if end > self.horizon and self.pending:
             self.settle()  # the horizon becomes the earliest reservation start
         if end <= self.horizon or self.times is None:
             mins = self.now_free
         else:
-            caps = self._caps if self._caps is not None else self._reservation_caps()
-            if self.borrow and caps and w > caps[0][2]:
-                return False  # not enough room where the first reservation starts
-            key = 0 if self.borrow else self.queue_of[j]
-            failed = self.failed.get(key)
-            if failed is not None:
-                for fw, fe in failed:
-                    if w >= fw and end >= fe:
-                        return False
-            if not self._room_at_reservations(key, w, end):
-                self.failed.setdefault(key, []).append((w, end))
-                return False
-            pm = self._prefix_min
-            if pm is None:
-                pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
+            if self._prefix_min is None:
+                self._window_minima()
             last = bisect_left(self.times, end) - 1
-            mins = [col[last] for col in pm]
-        alloc = self._allocation(self.queue_of[j], w, mins)
+            if self.borrow:
+                if self._room[last] < w:
+                    return False
+            elif self._prefix_min[q][last] < w:
+                return False
+            mins = [col[last] for col in self._prefix_min]
+        alloc = self._allocation(q, w, mins)
         if alloc is None:
-            if key >= 0:
-                self.failed.setdefault(key, []).append((w, end))
             return False
         st.start(j, alloc)
         now_free = self.now_free
@@ -218,33 +205,11 @@ class PartitionProfiles:
         self._update_free()
         return True
 
-    def _reservation_caps(self) -> list[tuple[float, int, int]]:
-        """Per reservation, by start time: (start, its segment, free processors in all
-        partitions then)."""
-        times, cols = self.times, self.free_at
-        caps = []
-        for res in sorted(self.reservations, key=lambda r: r.shadow_s):
-            i = bisect_right(times, res.shadow_s) - 1
-            total = 0
-            for col in cols:
-                if col[i] > 0:
-                    total += col[i]
-            caps.append((res.shadow_s, i, total))
-        self._caps = caps
-        return caps
-
-    def _room_at_reservations(self, key: int, w: int, end: float) -> bool:
-        """A quick necessary condition: at the start of every reservation the job's run
-        would overlap, there are at least ``w`` free processors it could use (in all
-        partitions when borrowing, else in its own, ``key``)."""
-        caps = self._caps if self._caps is not None else self._reservation_caps()
-        own = None if self.borrow else self.free_at[key]
-        for start, i, total in caps:
-            if start >= end:
-                return True
-            if (total if own is None else own[i]) < w:
-                return False
-        return True
+    def _window_minima(self) -> None:
+        """For a run from now to the end of segment i: each partition's minimum free
+        count, and their positive sum (what borrowing could gather)."""
+        pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
+        self._room = [sum(m for m in seg if m > 0) for seg in zip(*pm)]
 
     def reserve(self, j: int) -> None:
         """Make ``j`` a pivot. The reservation is computed when a later start could be
