@@ -209,7 +209,10 @@ class PartitionProfiles:
         """For a run from now to the end of segment i: each partition's minimum free
         count, and their positive sum (what borrowing could gather)."""
         pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
-        self._room = [sum(m for m in seg if m > 0) for seg in zip(*pm)]
+        if self._bounded:  # no partition is oversubscribed: nothing is negative
+            self._room = list(map(sum, zip(*pm)))
+        else:
+            self._room = [sum(m for m in seg if m > 0) for seg in zip(*pm)]
 
     def reserve(self, j: int) -> None:
         """Make ``j`` a pivot. The reservation is computed when a later start could be
