@@ -25,7 +25,7 @@ def test_whatif_reproduces_main_simulator_after_cut_times():
     cuts = np.unique(w.submit_s[np.linspace(500, len(w) - 500, N_CUTS).astype(int)])
     assert cuts.size >= 20
     snaps = {}
-    sim = MainSimulator(w, policy, est)
+    sim = MainSimulator(w, policy, est, checker=StrictChecker())
     for t in cuts.tolist():
         sim.at(t, lambda s, t=t: snaps.__setitem__(t, s.state.snapshot()))
     sim.run()
@@ -33,7 +33,8 @@ def test_whatif_reproduces_main_simulator_after_cut_times():
     for t in cuts.tolist():
         snap = snaps[t]
         cut = w.select(np.flatnonzero(w.submit_s <= t))
-        truth = MainSimulator(cut, policy, cut.estimate_s("user")).run()
+        truth = MainSimulator(cut, policy, cut.estimate_s("user"),
+                              checker=StrictChecker()).run()
         truth_start = {r.job_id: r.start_s for r in truth.jobs}
         result = run_whatif(snap, policy, checker=StrictChecker())
         assert result.unstarted == 0

@@ -70,7 +70,8 @@ def test_other_logs_match_plain_loop(name, kept):
     assert len(w) == kept
     for estimates in ("exact", "user"):
         est = w.estimate_s(estimates)
-        records = MainSimulator(w, make_policy({"name": "easy"}), est).run()
+        records = MainSimulator(w, make_policy({"name": "easy"}), est,
+                                checker=StrictChecker()).run()
         ref = reference_easy(w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(),
                              est.tolist(), w.machine_procs)
         got = _starts(records)
@@ -91,9 +92,10 @@ def test_kth_mqbf_reference_figure():
 
 def _k1_equals_easy(w: "object", estimates: str) -> None:
     est = w.estimate_s(estimates)
-    easy = _starts(MainSimulator(w, make_policy({"name": "easy"}), est).run())
-    k1 = _starts(MainSimulator(w, make_policy({"name": "mqbf", "queues": 1,
-                                               "boundaries_s": []}), est).run())
+    easy = _starts(MainSimulator(w, make_policy({"name": "easy"}), est,
+                                 checker=StrictChecker()).run())
+    k1 = _starts(MainSimulator(w, make_policy({"name": "mqbf", "queues": 1, "boundaries_s": []}),
+                               est, checker=StrictChecker()).run())
     assert k1 == easy
 
 
