@@ -1,0 +1,1 @@
+"""Data files derived from public measurements (see the license files here)."""

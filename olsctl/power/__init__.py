@@ -1,0 +1,1 @@
+"""Power: job power profiles, the machine power and energy, power caps."""
