@@ -28,6 +28,23 @@ TOP_LEVEL: dict[str, tuple[Any, Any, str]] = {
     "out": (str, "olsctl-out", "output directory"),
     "strict": (bool, False, "check every scheduling decision"),
     "skip_bad_lines": (bool, False, "count and skip malformed SWF lines instead of failing"),
+    "power": (dict, None, "job power profiles, machine power states and a power cap "
+                          "(omit for no power accounting)"),
+}
+
+#: ``power:`` keys: (type, default, help). Watts and seconds per processor.
+POWER_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "profiles": (str, "synthetic", "synthetic, or a CSV of job_id,mean_w[,max_w,std_w] "
+                                   "(relative to the config file)"),
+    "seed": (int, 0, "seed of the synthetic profiles"),
+    "procs_per_node": (int, 1, "processors per node (NREL powers are per node)"),
+    "idle_w": (float, 250.0, "idle processor power"),
+    "peak_w": (float, 1150.0, "processor peak power (the cap's 100%)"),
+    "sleep_w": (float, 20.0, "power of a processor beyond the active count, once idle"),
+    "wake_latency_s": (float, 60.0, "time a wake takes"),
+    "wake_energy_j": (float, 30000.0, "energy of one wake"),
+    "sample_s": (float, 300.0, "power sampling interval"),
+    "cap": (object, None, "watts, {fraction: f} of peak, or {schedule: [{at_s, fraction|watts}]}"),
 }
 
 
@@ -43,6 +60,7 @@ class RunConfig:
     out: str = "olsctl-out"
     strict: bool = False
     skip_bad_lines: bool = False
+    power: dict | None = None
     base_dir: Path | None = None
     source: str = "<defaults>"
 
@@ -99,6 +117,8 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
         changes[key] = value
     if "policy" in changes:
         changes["policy"] = _check_policy(src, changes["policy"])
+    if changes.get("power") is not None:
+        changes["power"] = _check_power(src, changes["power"])
     cfg = replace(config, **changes)
     if cfg.procs is not None and cfg.procs < 1:
         raise ConfigError(f"{src}: procs: must be >= 1 (got {cfg.procs})")
@@ -151,6 +171,30 @@ def _check_policy(src: str, spec: Any) -> dict:
     problem = policy_error(out)
     if problem is not None:
         raise ConfigError(f"{src}: policy.{problem}")
+    return out
+
+
+def _check_power(src: str, spec: dict) -> dict:
+    from olsctl.power.cap import parse_cap
+
+    out = {}
+    for key, value in spec.items():
+        if key not in POWER_KEYS:
+            raise ConfigError(f"{src}: power.{key}: unknown key (known: {', '.join(POWER_KEYS)})")
+    for key, (kind, default, _help) in POWER_KEYS.items():
+        value = spec.get(key, default)
+        if kind is not object:
+            _check_type(src, f"power.{key}", value, kind)
+        if kind is float:
+            value = float(value)
+            if value < 0 or (key in ("peak_w", "sample_s") and value == 0):
+                raise ConfigError(f"{src}: power.{key}: must be {'> 0' if key in ('peak_w', 'sample_s') else '>= 0'} (got {value:g})")
+        out[key] = value
+    if out["procs_per_node"] < 1:
+        raise ConfigError(f"{src}: power.procs_per_node: must be >= 1 (got {out['procs_per_node']})")
+    if out["idle_w"] > out["peak_w"]:
+        raise ConfigError(f"{src}: power.idle_w: must not exceed peak_w ({out['peak_w']:g})")
+    parse_cap(out["cap"], 1.0, f"{src}: power.cap")  # structure and order; watts later
     return out
 
 

@@ -23,6 +23,7 @@ JOB_COLUMNS = (
     "bounded_slowdown",
 )
 TIMESERIES_COLUMNS = ("time", "queue_length", "busy_procs", "active_procs")
+POWER_COLUMNS = ("time", "mean_power_w", "peak_power_w", "cap_w", "within_cap")
 
 
 def num(x: float | int) -> str:
@@ -53,10 +54,17 @@ def csv_text(header: Iterable[str], rows: Iterable[Iterable]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def jobs_csv(c: JobColumns) -> str:
-    cols = (c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s,
-            c.turnaround_s, c.procs, c.estimate_s, c.bsld)
-    return csv_text(JOB_COLUMNS, zip(*(col.tolist() for col in cols)))
+def jobs_csv(c: JobColumns, job_power=None) -> str:
+    cols = [c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s,
+            c.turnaround_s, c.procs, c.estimate_s, c.bsld]
+    header = list(JOB_COLUMNS)
+    if job_power is not None:
+        mean_w, index_of = job_power
+        rows = np.asarray([index_of[j] for j in c.job_id.tolist()], dtype=np.int64)
+        power = mean_w[rows] * c.procs
+        cols += [power, power * c.runtime_s]
+        header += ["power_w", "energy_j"]
+    return csv_text(header, zip(*(col.tolist() for col in cols)))
 
 
 def timeseries_csv(s: TimeSeries) -> str:
@@ -68,13 +76,24 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
-def write_run(out_dir: Path, jobs: JobColumns, samples: TimeSeries, summary: dict) -> list[Path]:
-    """Write the three run files into ``out_dir`` (created if needed); returns their paths."""
+def power_csv(smp) -> str:
+    """Power samples: interval start, mean and peak power, the cap, within the cap."""
+    return csv_text(POWER_COLUMNS, zip(smp.time_s.tolist(), smp.mean_w.tolist(),
+                                       smp.peak_w.tolist(), smp.cap_w.tolist(),
+                                       smp.within_cap.astype(int).tolist()))
+
+
+def write_run(out_dir: Path, jobs: JobColumns, samples: TimeSeries, summary: dict,
+              extra: dict[str, str] | None = None, job_power=None) -> list[Path]:
+    """Write the run files into ``out_dir`` (created if needed); returns their paths.
+    ``job_power`` = (mean power per processor by profile row, job id -> row) adds each
+    job's power (all its processors) and energy to ``jobs.csv``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {
-        "jobs.csv": jobs_csv(jobs),
+        "jobs.csv": jobs_csv(jobs, job_power),
         "timeseries.csv": timeseries_csv(samples),
         "summary.json": json_text(summary),
+        **(extra or {}),
     }
     paths = []
     for name, text in files.items():

@@ -14,7 +14,10 @@ from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
 from olsctl.errors import ConfigError, TraceError
 from olsctl.metrics import job_columns, summarize, weekly
-from olsctl.output import write_run
+from olsctl.output import power_csv, write_run
+from olsctl.power import accounting
+from olsctl.power.cap import parse_cap
+from olsctl.power.profiles import ProfileSettings, load_power_csv, synthetic_profiles
 from olsctl.policies import make_policy
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.workload import load_workload, resolve_trace
@@ -52,6 +55,7 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     if active is not None and active > workload.machine_procs:
         raise ConfigError(f"{config.source}: active_procs: must be <= the machine's "
                           f"{workload.machine_procs} processors (got {active})")
+    power = _power_setup(config, workload)  # read and checked before anything runs
     policy = make_policy(config.policy)
     check = getattr(policy, "check_jobs", None)
     if check is not None:
@@ -83,6 +87,41 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
         "weekly": weekly(records, header.first_int("UnixStartTime"),
                          header.first_int("TimeZone")),
     }
+    extra_files: dict[str, str] = {}
+    job_power = None
+    if power is not None:
+        profiles, machine, cap = power
+        index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
+        tl = accounting.timeline(records, profiles, index_of, machine, cap)
+        smp = accounting.samples(tl, machine.sample_s)
+        summary["power"] = {**accounting.summary(tl, smp), "cap": config.power["cap"],
+                            "synthetic_profiles": profiles.synthetic_jobs,
+                            "profiles": config.power["profiles"]}
+        extra_files["power.csv"] = power_csv(smp)
+        job_power = (profiles.mean_w, index_of)
     out_dir = Path(config.out)
-    files = write_run(out_dir, job_columns(records), records.samples, summary)
+    files = write_run(out_dir, job_columns(records), records.samples, summary,
+                      extra_files, job_power)
     return RunResult(summary, out_dir, files)
+
+
+def _power_setup(config: RunConfig, workload):
+    """Profiles, machine power states and cap of a run, or None without ``power``."""
+    spec = config.power
+    if spec is None:
+        return None
+    machine = accounting.MachinePower(
+        idle_w=spec["idle_w"], peak_w=spec["peak_w"], sleep_w=spec["sleep_w"],
+        wake_latency_s=spec["wake_latency_s"], wake_energy_j=spec["wake_energy_j"],
+        sample_s=spec["sample_s"])
+    settings = ProfileSettings(seed=spec["seed"], procs_per_node=spec["procs_per_node"])
+    if spec["profiles"] == "synthetic":
+        profiles = synthetic_profiles(workload, machine.idle_w, machine.peak_w, settings)
+    else:
+        path = Path(spec["profiles"])
+        if not path.is_absolute() and config.base_dir is not None:
+            path = config.base_dir / path
+        profiles = load_power_csv(path, workload, machine.idle_w, machine.peak_w, settings)
+    cap = parse_cap(spec["cap"], workload.machine_procs * machine.peak_w,
+                    f"{config.source}: power.cap", float(workload.submit_s[0]))
+    return profiles, machine, cap

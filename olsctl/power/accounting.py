@@ -79,7 +79,9 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
         level = profiles.power_w[flat]
         # phase k starts at start + runtime x (sum of the fractions before it)
         first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        cum = np.cumsum(frac) - np.repeat(np.cumsum(frac)[first] - frac[first], counts) - frac
+        # within-job sums of the fractions before each phase (exactly 0 for the first)
+        cf = np.cumsum(frac)
+        cum = (cf - frac) - np.repeat((cf - frac)[first], counts)
         phase_t = start[owner] + run[owner] * cum
         prev = np.concatenate(([0.0], level[:-1]))
         prev[first] = 0.0
