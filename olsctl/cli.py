@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--skip-bad-lines", action="store_true",
                       help="count and skip malformed lines instead of failing")
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    info.add_argument("--power", action="store_true",
+                      help="also show the synthetic job power profiles (default model)")
+    info.add_argument("--seed", type=int, default=0, help="seed of the power profiles")
 
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
@@ -132,10 +135,18 @@ def cmd_trace_info(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"command line: --procs: must be >= 1 (got {args.procs})")
     w = load_workload(resolve_trace(args.file, Path.cwd()), args.procs, args.skip_bad_lines)
     info = trace_info(w)
+    if args.power:
+        from olsctl.traceinfo import power_info
+
+        info["power"] = power_info(w, seed=args.seed)
     if args.json:
         out.print_json(json.dumps(info))
     else:
         out.print(trace_info_view(info))
+        if args.power:
+            from olsctl.reporting import power_info_view
+
+            out.print(power_info_view(info["power"]))
     return EXIT_OK
 
 

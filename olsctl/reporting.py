@@ -106,3 +106,21 @@ def job_progress(console) -> Progress:
     """The progress bar of a long run (jobs started of the total)."""
     return Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("jobs"), TimeRemainingColumn(), console=console, transient=True)
+
+
+def power_info_view(info: dict) -> Table:
+    """The ``--power`` part of ``olsctl trace info``."""
+    table = Table(title=f"synthetic job power per processor (W): {info['projects']:,} projects, "
+                        f"seed {info['seed']}", title_justify="left",
+                  caption=f"levels kept within idle {info['idle_w']:g} W and peak "
+                          f"{info['peak_w']:g} W; energy of all jobs "
+                          f"{info['energy_j'] / 3.6e9:,.1f} MWh", caption_justify="left")
+    table.add_column("")
+    for col in ("mean", "min", "p25", "median", "p75", "p95", "max"):
+        table.add_column(col, justify="right")
+    for label, key, digits in (("job mean", "mean_w", 0), ("job max", "max_w", 0),
+                               ("job std", "std_w", 1), ("phases", "phases", 1)):
+        d = info[key]
+        table.add_row(label, *(_f(d[k], digits) for k in ("mean", "min", "p25", "median",
+                                                           "p75", "p95", "max")))
+    return table

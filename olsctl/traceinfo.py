@@ -76,3 +76,25 @@ def trace_info(w: Workload) -> dict:
         },
     }
     return info
+
+
+def power_info(w: Workload, idle_w: float = 250.0, peak_w: float = 1150.0,
+               seed: int = 0, procs_per_node: int = 1) -> dict:
+    """Distributions of the synthetic job power profiles olsctl gives ``w`` (per processor)."""
+    from olsctl.power.profiles import ProfileSettings, project_of, synthetic_profiles
+
+    prof = synthetic_profiles(w, idle_w, peak_w, ProfileSettings(seed=seed,
+                                                                  procs_per_node=procs_per_node))
+    mean, mx, sd = prof.mean_w, prof.max_w, prof.std_w
+    energy = mean * w.procs * w.runtime_s
+    return {
+        "projects": int(np.unique(project_of(w)).size),
+        "idle_w": idle_w,
+        "peak_w": peak_w,
+        "seed": seed,
+        "mean_w": _quantiles(mean),
+        "max_w": _quantiles(mx),
+        "std_w": _quantiles(sd),
+        "phases": _quantiles(np.diff(prof.offset).astype(float)),
+        "energy_j": float(energy.sum()),
+    }
