@@ -157,7 +157,8 @@ def _check_policy(src: str, spec: Any) -> dict:
         param = entry.params[key]
         if value is None and param.default is None:
             continue
-        _check_type(src, f"policy.{key}", value, param.kind)
+        if param.kind is not object:
+            _check_type(src, f"policy.{key}", value, param.kind)
         if param.choices is not None and value not in param.choices:
             raise ConfigError(f"{src}: policy.{key}: must be one of "
                               f"{', '.join(map(str, param.choices))} (got {value!r})")

@@ -45,3 +45,5 @@ class RunRecords:
     total_procs: int
     jobs: list[JobRecord]
     samples: TimeSeries
+    #: ids of jobs still waiting when nothing was left to happen (they could never start)
+    unstarted: list[int] = field(default_factory=list)

@@ -12,12 +12,17 @@ from pathlib import Path
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
-from olsctl.errors import ConfigError, TraceError
+from olsctl.errors import ConfigError, SimulationError, TraceError
 from olsctl.metrics import job_columns, summarize, weekly
 from olsctl.output import power_csv, write_run
 from olsctl.power import accounting
 from olsctl.power.cap import parse_cap
-from olsctl.power.profiles import ProfileSettings, load_power_csv, synthetic_profiles
+from olsctl.power.profiles import (ProfileSettings, load_power_csv, project_of,
+                                   synthetic_profiles)
+from olsctl.power.runtime import power_state
+
+#: policies that act on power and so need a power section
+POWER_POLICIES = ("naive-cap", "knapsack", "greedy-knapsack", "easy-power")
 from olsctl.policies import make_policy
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.workload import load_workload, resolve_trace
@@ -57,6 +62,9 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
                           f"{workload.machine_procs} processors (got {active})")
     power = _power_setup(config, workload)  # read and checked before anything runs
     policy = make_policy(config.policy)
+    if power is None and config.policy["name"] in POWER_POLICIES:
+        raise ConfigError(f"{config.source}: policy.name: {config.policy['name']} needs "
+                          f"power: add a power section")
     check = getattr(policy, "check_jobs", None)
     if check is not None:
         problem = check(workload.job_id.tolist(), workload.procs.tolist(),
@@ -66,15 +74,26 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
             raise ConfigError(f"{config.source}: policy.{problem}")
     checker = StrictChecker() if config.strict else NULL_CHECKER
     estimates = workload.estimate_s(config.estimates)
+    sim = MainSimulator(workload, policy, estimates, active, checker,
+                        NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
+    if power is not None:
+        profiles, machine, cap = power
+        sim.state.power = power_state(profiles, project_of(workload).tolist(), machine.idle_w,
+                                      machine.sleep_w, machine.peak_w, cap)
+        for t in cap.times_s[1:]:
+            sim.at(t, lambda _sim: None)  # a pass when the cap changes
     if progress_bar is not None:
         with progress_bar:
-            sim = MainSimulator(workload, policy, estimates, active, checker,
-                                _RichProgress(progress_bar))
             records = sim.run()
     else:
-        records = MainSimulator(workload, policy, estimates, active, checker,
-                                NULL_PROGRESS).run()
+        records = sim.run()
 
+    if records.unstarted:
+        first = records.unstarted[0]
+        raise SimulationError(
+            f"{len(records.unstarted)} job(s) could never start under policy "
+            f"{config.policy['name']} (first: job {first}): nothing was left running to "
+            f"free processors or power; raise the cap or the active processors")
     header = workload.header
     summary = {
         "olsctl": __version__,
@@ -95,6 +114,7 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
         tl = accounting.timeline(records, profiles, index_of, machine, cap)
         smp = accounting.samples(tl, machine.sample_s)
         summary["power"] = {**accounting.summary(tl, smp), "cap": config.power["cap"],
+                            "forced_starts": sim.state.power.forced_starts,
                             "synthetic_profiles": profiles.synthetic_jobs,
                             "profiles": config.power["profiles"]}
         extra_files["power.csv"] = power_csv(smp)

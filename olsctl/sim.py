@@ -109,7 +109,9 @@ class MainSimulator:
         """Run to the end of the workload (every job started and finished)."""
         self.env.run()
         self.progress.update(len(self.jobs), self._n_jobs, self.env.now)
-        return RunRecords(self.state.total_procs, self.jobs, self.samples)
+        st = self.state
+        return RunRecords(st.total_procs, self.jobs, self.samples,
+                          [st.job_id[j] for j in st.queue])
 
     @property
     def finished(self) -> bool:

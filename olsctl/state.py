@@ -34,7 +34,7 @@ class SimState:
     __slots__ = (
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
-        "held", "started", "checker",
+        "held", "started", "checker", "power",
     )
 
     def __init__(
@@ -69,6 +69,8 @@ class SimState:
         #: jobs started during the current pass, in start order
         self.started: list[int] = []
         self.checker = checker
+        #: power data (olsctl.power.runtime.PowerState) when the run has power
+        self.power = None
 
     # -- changes made by drivers -------------------------------------------------------
     def arrive(self, idx: int) -> None:
@@ -87,6 +89,8 @@ class SimState:
             held = self.held
             for p, n in enumerate(alloc):
                 held[p] -= n
+        if self.power is not None:
+            self.power.on_finish(self, idx)
         self.checker.on_finish(self, idx)
 
     def run_pass(self, policy: Any) -> list[int]:
@@ -146,6 +150,7 @@ class SimState:
             start_s=np.asarray([self.start_s[j] for _, j in self.running]
                                + [np.nan] * len(self.queue), dtype=float),
             running_alloc=tuple(self.alloc.get(j) for _, j in self.running),
+            power=None if self.power is None else self.power.subset(idx),
         )
 
     @classmethod
@@ -163,6 +168,8 @@ class SimState:
                 state._hold(i, tuple(snap.running_alloc[i]))
         state.running.sort()
         state.queue = list(range(snap.n_running, len(state.job_id)))
+        if snap.power is not None:
+            state.power = snap.power.subset(list(range(len(state.job_id))))
         checker.adopt(state)
         return state
 
@@ -186,6 +193,8 @@ class Snapshot:
     runtime_s: np.ndarray
     start_s: np.ndarray
     running_alloc: tuple = field(default=())
+    #: power data of these jobs, the cap and what predictors learned (or None)
+    power: Any = None
 
     @property
     def n_waiting(self) -> int:

@@ -59,10 +59,12 @@ def run_whatif(
     policy,
     arrivals: JobTable | None = None,
     checker: Checker = NULL_CHECKER,
+    arrivals_power=None,
 ) -> WhatIfResult:
     """Run ``snapshot`` forward under ``policy`` until every job has started.
 
-    ``arrivals`` (submit times >= the snapshot time) join the queue at their submit times.
+    ``arrivals`` (submit times >= the snapshot time) join the queue at their submit times;
+    with power, ``arrivals_power`` is their :class:`olsctl.power.runtime.PowerState`.
     """
     state = SimState.from_snapshot(snapshot, checker)
     n_snap = len(state.job_id)
@@ -70,6 +72,11 @@ def run_whatif(
     if arrivals is not None and len(arrivals):
         _append_jobs(state, arrivals)
         arr_time = arrivals.submit_s.tolist()
+        if arrivals_power is not None:
+            if state.power is None and n_snap == 0:
+                state.power = arrivals_power.subset(list(range(len(arrivals))))
+            elif state.power is not None:
+                state.power.extend(arrivals_power)
     n_arr = len(arr_time)
     runtime = state.runtime_s
     heap = [(state.start_s[j] + runtime[j], j) for _, j in state.running]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
+from olsctl.policies.power import GreedyKnapsack, NaiveCapping, PowerEasy, WindowKnapsack
 from olsctl.policies.order import ORDERS
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class PolicyEntry:
     doc: str
 
 
+_PREDICTOR_DOC = ("oracle, naive, history, or {name: history, window: 10, alpha: 1.0}")
+
 REGISTRY: dict[str, PolicyEntry] = {
     "easy": PolicyEntry(
         factory=EasyBackfill,
@@ -67,6 +70,33 @@ REGISTRY: dict[str, PolicyEntry] = {
         },
         doc="multiple-queue backfilling: one queue, partition and reservation per "
             "runtime class",
+    ),
+    "naive-cap": PolicyEntry(
+        factory=NaiveCapping,
+        params={"order": Param(str, "fcfs", tuple(ORDERS), "queue order")},
+        doc="FCFS one job at a time assuming peak power per processor (needs power)",
+    ),
+    "knapsack": PolicyEntry(
+        factory=WindowKnapsack,
+        params={"window": Param(int, 20, None, "jobs at the head of the queue considered"),
+                "order": Param(str, "fcfs", ("fcfs", "wfp"), "queue order"),
+                "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
+        doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
+    ),
+    "greedy-knapsack": PolicyEntry(
+        factory=GreedyKnapsack,
+        params={"profit": Param(str, "wait", ("wait", "stretch"), "profit of a job"),
+                "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
+        doc="jobs by profit / predicted power increase under the cap (needs power)",
+    ),
+    "easy-power": PolicyEntry(
+        factory=PowerEasy,
+        params={"order": Param(str, "fcfs", ("fcfs", "saf"), "queue order"),
+                "verify": Param(str, "gaussian", ("naive", "mean", "max", "gaussian"),
+                                "power verification method"),
+                "sigma": Param(float, 3.0, None, "standard deviations for gaussian"),
+                "predictor": Param(object, "history", None, _PREDICTOR_DOC)},
+        doc="EASY with a power verification of each start (needs power)",
     ),
 }
 

@@ -122,3 +122,15 @@ def test_run_with_power_writes_power_csv_and_summary(tmp_path, monkeypatch):
     assert p["csr"] == pytest.approx(sum(within) / len(within))
     header = (tmp_path / "out" / "jobs.csv").read_text().splitlines()[0]
     assert header.endswith(",power_w,energy_j")
+
+
+def test_a_jobs_synthetic_profile_does_not_depend_on_the_other_jobs():
+    rows = [(i, i * 3, 50 + i, 1 + i % 3) for i in range(1, 60)]
+    full = workload_from_rows(rows, 4)
+    cut = full.select(np.arange(10, 40))
+    a = synthetic_profiles(full, 100.0, 900.0)
+    b = synthetic_profiles(cut, 100.0, 900.0)
+    for i in range(30):
+        fa, pa = a.phases(10 + i)
+        fb, pb = b.phases(i)
+        assert np.array_equal(fa, fb) and np.array_equal(pa, pb)

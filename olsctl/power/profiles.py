@@ -89,25 +89,46 @@ def project_of(w: Workload) -> np.ndarray:
     return np.where(w.group_id >= 0, w.group_id, np.where(w.user_id >= 0, w.user_id, -1))
 
 
+def _uniform(seed: int, keys: np.ndarray, stream: int) -> np.ndarray:
+    """Uniforms in (0, 1) that depend only on (seed, key, stream): a splitmix64 hash, so a
+    job's power does not depend on which other jobs the workload holds."""
+    with np.errstate(over="ignore"):
+        z = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + np.uint64((seed * 0x632BE59BD9B4E019 + stream * 0xD1B54A32D192ED03)
+                         & 0xFFFFFFFFFFFFFFFF))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+
+
 def synthetic_profiles(w: Workload, idle_w: float, peak_w: float,
                        settings: ProfileSettings = ProfileSettings()) -> PowerProfiles:
-    """Seeded synthetic profiles calibrated on the NREL measurements (per processor)."""
-    n = len(w)
+    """Seeded synthetic profiles calibrated on the NREL measurements (per processor).
+
+    Every draw is a hash of (seed, project or job id, what is drawn), so a job gets the
+    same profile in any workload that contains it (a cut log, a what-if, a study)."""
+    from scipy.special import ndtri
+
+    seed = settings.seed
     levels, quantiles = nrel_quantiles()
-    projects, job_project = np.unique(project_of(w), return_inverse=True)
-    u = np.random.default_rng([settings.seed, 1]).random(projects.size)
-    base = np.interp(u, levels, quantiles) / settings.procs_per_node
-    rng = np.random.default_rng([settings.seed, 2])
+    project = project_of(w).astype(np.int64) + 1  # >= 0
+    base = np.interp(_uniform(seed, project.astype(np.uint64), 1), levels, quantiles)
+    base = base / settings.procs_per_node
+    job = w.job_id.astype(np.uint64)
     s = settings.job_sigma
-    job_mean = base[job_project] * np.exp(s * rng.standard_normal(n) - s * s / 2)
-    k = rng.integers(1, settings.max_phases + 1, n)
+    job_mean = base * np.exp(s * ndtri(_uniform(seed, job, 2)) - s * s / 2)
+    k = 1 + np.minimum((_uniform(seed, job, 3) * settings.max_phases).astype(np.int64),
+                       settings.max_phases - 1)
     offset = np.concatenate(([0], np.cumsum(k)))
-    g = rng.standard_gamma(1.0, int(offset[-1])) + 1e-12
+    owner = np.repeat(np.arange(len(w)), k)
+    phase = np.arange(int(offset[-1])) - np.repeat(offset[:-1], k)
+    key = job[owner] * np.uint64(64) + phase.astype(np.uint64)
+    g = -np.log(_uniform(seed, key, 4))  # exponential: the phase lengths are Dirichlet(1)
     fraction = g / np.repeat(np.add.reduceat(g, offset[:-1]), k)
-    z = rng.standard_normal(int(offset[-1]))
-    power = np.repeat(job_mean, k) * (1.0 + settings.phase_sigma * z)
+    power = np.repeat(job_mean, k) * (1.0 + settings.phase_sigma * ndtri(_uniform(seed, key, 5)))
     power = np.clip(power, idle_w, peak_w)
-    return PowerProfiles(offset, fraction, power, synthetic_jobs=n)
+    return PowerProfiles(offset, fraction, power, synthetic_jobs=len(w))
 
 
 def load_power_csv(path: Path, w: Workload, idle_w: float, peak_w: float,

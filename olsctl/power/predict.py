@@ -1,0 +1,98 @@
+"""Predictors of a waiting job's power per processor (W), pluggable by name.
+
+A predictor holds settings only; what it learns lives in the run's
+:class:`olsctl.power.runtime.PowerState` (so snapshots carry it). The scheduler never
+sees a waiting job's true profile: only ``oracle`` reads it, for studies.
+
+- ``oracle``: the job's true mean (or max) power.
+- ``naive``: the processor's peak power.
+- ``history`` (Carastan-Santos et al.): from the same user's last ``window`` finished
+  jobs, weighted by ``alpha`` ** age (age 0 = the most recent); the weighted mean of
+  their means, maxima or standard deviations. A user with no history gets the peak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from olsctl.state import SimState
+
+STATS = ("mean", "max", "std")
+
+
+class Predictor(Protocol):
+    name: str
+
+    def predict(self, state: "SimState", idx: int, stat: str = "mean") -> float:
+        """Predicted ``stat`` (mean, max or std) of job ``idx``'s power per processor."""
+
+
+@dataclass(frozen=True)
+class Oracle:
+    name: str = "oracle"
+
+    def predict(self, state: "SimState", idx: int, stat: str = "mean") -> float:
+        p = state.power
+        return {"mean": p.true_mean_w, "max": p.true_max_w, "std": p.true_std_w}[stat][idx]
+
+
+@dataclass(frozen=True)
+class Naive:
+    name: str = "naive"
+
+    def predict(self, state: "SimState", idx: int, stat: str = "mean") -> float:
+        return 0.0 if stat == "std" else state.power.peak_w
+
+
+@dataclass(frozen=True)
+class History:
+    window: int = 10
+    alpha: float = 1.0
+    name: str = "history"
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"window: must be >= 1 (got {self.window})")
+        if not 0 < self.alpha <= 1:
+            raise ValueError(f"alpha: must be in (0, 1] (got {self.alpha})")
+
+    def predict(self, state: "SimState", idx: int, stat: str = "mean") -> float:
+        p = state.power
+        past = p.history.get(p.user[idx])
+        if not past:
+            return 0.0 if stat == "std" else p.peak_w
+        k = STATS.index(stat)
+        recent = past[-self.window:]
+        total = weights = 0.0
+        w = 1.0
+        for rec in reversed(recent):
+            total += w * rec[k]
+            weights += w
+            w *= self.alpha
+        return total / weights
+
+
+PREDICTORS = {"oracle": Oracle, "naive": Naive, "history": History}
+
+
+def make_predictor(spec) -> Predictor:
+    """From a name or ``{name: history, window: 10, alpha: 0.9}``."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    if name not in PREDICTORS:
+        raise ValueError(f"predictor: must be one of {', '.join(PREDICTORS)} (got {name!r})")
+    try:
+        return PREDICTORS[name](**spec)
+    except TypeError:
+        raise ValueError(f"predictor: unknown setting for {name}: "
+                         f"{', '.join(sorted(spec))}") from None
+
+
+def gaussian_bound(means: list[float], stds: list[float], sigma: float) -> float:
+    """Sum of means plus ``sigma`` standard deviations of the sum (independent jobs)."""
+    return sum(means) + sigma * math.sqrt(sum(s * s for s in stds))

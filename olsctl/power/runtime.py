@@ -1,0 +1,123 @@
+"""Power during a run: what power-aware policies may know, kept as plain data.
+
+:class:`PowerState` rides on :class:`olsctl.state.SimState` (``state.power``) and goes
+into snapshots with it. It holds the machine's power states, the cap schedule, every
+job's true phases (the drivers' and the oracle's business: policies read the machine's
+*measured* power now, never a waiting job's true profile), the history of finished jobs
+that history-based predictors learn from, and the count of forced starts.
+
+Measured machine power at the current time: busy processors at their job's current
+phase, idle active processors at ``idle_w``, processors beyond the active count at
+``sleep_w`` (the same model as :mod:`olsctl.power.accounting`). Starting a job of ``n``
+processors predicted at ``p`` W each adds ``n x (p - idle_w)``: a policy keeps the cap by
+keeping the sum of those increments within ``cap - measured``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from olsctl.power.cap import CapSchedule
+
+if TYPE_CHECKING:
+    from olsctl.state import SimState
+
+#: finished jobs remembered per user for history-based prediction
+HISTORY_LEN = 64
+
+
+@dataclass
+class PowerState:
+    """Power data of one simulation (indexed like the state's jobs)."""
+
+    idle_w: float
+    sleep_w: float
+    peak_w: float
+    cap: CapSchedule
+    #: per job: phase start fractions (cumulative, first 0) and levels, W per processor
+    phase_start: list[list[float]]
+    phase_w: list[list[float]]
+    #: per job: the user (history key) and true mean/max/std W per processor
+    user: list[int]
+    true_mean_w: list[float]
+    true_max_w: list[float]
+    true_std_w: list[float]
+    #: per user: (mean, max, std) of finished jobs, most recent last
+    history: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
+    forced_starts: int = 0
+    #: per job: when it entered a knapsack window (NaN: not yet)
+    window_entry: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.window_entry) < len(self.user):
+            self.window_entry.extend([float("nan")] * (len(self.user) - len(self.window_entry)))
+
+    def cap_now(self, state: "SimState") -> float:
+        return self.cap.cap_at(state.now_s)
+
+    def job_power_now(self, state: "SimState", idx: int) -> float:
+        """True power per processor of running job ``idx`` at the current time."""
+        run = state.runtime_s[idx]
+        x = (state.now_s - state.start_s[idx]) / run if run > 0 else 0.0
+        starts = self.phase_start[idx]
+        return self.phase_w[idx][max(bisect_right(starts, x) - 1, 0)]
+
+    def measured_w(self, state: "SimState") -> float:
+        """Machine power now (what the facility's meters would read)."""
+        procs = state.procs
+        busy_w = 0.0
+        for _, j in state.running:
+            busy_w += procs[j] * self.job_power_now(state, j)
+        busy, active = state.busy_procs, state.active_procs
+        idle = active - busy if active > busy else 0
+        sleeping = state.total_procs - (active if active > busy else busy)
+        return busy_w + self.idle_w * idle + self.sleep_w * sleeping
+
+    def headroom_w(self, state: "SimState") -> float:
+        """Cap in force minus measured power (what new starts may add)."""
+        return self.cap_now(state) - self.measured_w(state)
+
+    def on_finish(self, state: "SimState", idx: int) -> None:
+        """Remember the finished job's measured profile for history predictors."""
+        past = self.history.setdefault(self.user[idx], [])
+        past.append((self.true_mean_w[idx], self.true_max_w[idx], self.true_std_w[idx]))
+        if len(past) > HISTORY_LEN:
+            del past[0]
+
+    def subset(self, idx: list[int]) -> "PowerState":
+        """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
+        return PowerState(
+            self.idle_w, self.sleep_w, self.peak_w, self.cap,
+            [self.phase_start[j] for j in idx], [self.phase_w[j] for j in idx],
+            [self.user[j] for j in idx], [self.true_mean_w[j] for j in idx],
+            [self.true_max_w[j] for j in idx], [self.true_std_w[j] for j in idx],
+            {u: list(h) for u, h in self.history.items()}, self.forced_starts,
+            [self.window_entry[j] for j in idx])
+
+    def extend(self, other: "PowerState") -> None:
+        """Append ``other``'s jobs (arrivals fed to a what-if)."""
+        for name in ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
+                     "true_std_w", "window_entry"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+def power_state(profiles, user, idle_w: float, sleep_w: float, peak_w: float,
+                cap: CapSchedule) -> PowerState:
+    """A :class:`PowerState` from :class:`olsctl.power.profiles.PowerProfiles` (rows in
+    job order) and the users (history keys) of the jobs."""
+    offsets = profiles.offset.tolist()
+    frac = profiles.fraction.tolist()
+    level = profiles.power_w.tolist()
+    starts, levels = [], []
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        cum, acc = [], 0.0
+        for f in frac[a:b]:
+            cum.append(acc)
+            acc += f
+        starts.append(cum)
+        levels.append(level[a:b])
+    return PowerState(idle_w, sleep_w, peak_w, cap, starts, levels, list(user),
+                      profiles.mean_w.tolist(), profiles.max_w.tolist(),
+                      profiles.std_w.tolist())

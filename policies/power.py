@@ -1,0 +1,263 @@
+"""Power-aware policies: naive capping, Wallace's window knapsack, a greedy knapsack,
+and EASY with a power verification method (Carastan-Santos et al.).
+
+All need a run with power (``state.power``). The cap is kept on the machine's measured
+power: starting ``n`` processors predicted at ``p`` W each adds ``n x (p - idle_w)``
+(an idle processor already drew ``idle_w``), and a pass may add at most the headroom,
+cap in force minus measured power. Predictions come from a pluggable predictor
+(:mod:`olsctl.power.predict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from olsctl.policies.backfill import CountResources, backfill_pass
+from olsctl.policies.order import ORDERS, Order
+from olsctl.power.predict import gaussian_bound, make_predictor
+
+if TYPE_CHECKING:
+    from olsctl.state import SimState
+
+VERIFY = ("naive", "mean", "max", "gaussian")
+
+
+def _increase(state: "SimState", predictor, j: int, stat: str = "mean") -> float:
+    """Predicted rise of machine power if job ``j`` starts on idle processors."""
+    return state.procs[j] * (predictor.predict(state, j, stat) - state.power.idle_w)
+
+
+@dataclass(frozen=True)
+class _PowerPolicy:
+    predictor: Any = "oracle"
+    order: str = "fcfs"
+    _order: Order = field(init=False, repr=False, compare=False)
+    _predictor: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", ORDERS[self.order])
+        object.__setattr__(self, "_predictor", make_predictor(self.predictor))
+
+    def _check(self, state: "SimState") -> None:
+        if state.power is None:
+            raise ValueError(f"policy {self.name} needs power: add a power section")
+
+
+@dataclass(frozen=True)
+class NaiveCapping(_PowerPolicy):
+    """FCFS, one job at a time, assuming every processor draws its peak; stops at the
+    first job that does not fit (Wallace et al.'s baseline)."""
+
+    name: str = field(default="naive-cap", init=False)
+
+    def schedule(self, state: "SimState") -> None:
+        self._check(state)
+        p = state.power
+        free = state.active_procs - state.busy_procs
+        room = p.headroom_w(state)
+        for j in self._order(state, state.queue):
+            need = state.procs[j] * (p.peak_w - p.idle_w)
+            if state.procs[j] > free or need > room:
+                return
+            state.start(j)
+            free -= state.procs[j]
+            room -= need
+
+    def settings(self) -> dict:
+        return {"name": self.name, "order": self.order}
+
+
+@dataclass(frozen=True)
+class WindowKnapsack(_PowerPolicy):
+    """Wallace et al.: the first ``window`` jobs of the queue form a 0-1 knapsack (value =
+    processors, weight = predicted power increase, capacity = the headroom, and at most
+    the free processors), solved exactly by dynamic programming over processor counts.
+    If the window is full and nothing fits, the job in the window longest starts anyway
+    when processors allow (a forced start, at most one a pass); also when the window is
+    not full but nothing runs, since an idle machine frees no power by waiting."""
+
+    window: int = 20
+    name: str = field(default="knapsack", init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.window < 1:
+            raise ValueError(f"window: must be >= 1 (got {self.window})")
+
+    def schedule(self, state: "SimState") -> None:
+        self._check(state)
+        p = state.power
+        room = p.headroom_w(state)
+        while True:
+            free = state.active_procs - state.busy_procs
+            queue = [j for j in self._order(state, state.queue) if j not in state.started]
+            window = queue[:self.window]
+            for j in window:
+                if p.window_entry[j] != p.window_entry[j]:  # NaN: entering now
+                    p.window_entry[j] = state.now_s
+            if not window or free <= 0:
+                return
+            chosen = self._knapsack(state, window, free, room)
+            if not chosen:
+                # [choice] an idle machine frees no power by waiting, so a window that is
+                # not full forces a start too when nothing runs (else it would wait forever)
+                if len(window) == self.window or not state.running:
+                    first = min(window, key=lambda j: (p.window_entry[j], window.index(j)))
+                    if state.procs[first] <= free:  # at most one forced start a pass
+                        state.start(first)
+                        p.forced_starts += 1
+                return
+            for j in chosen:
+                state.start(j)
+                room -= _increase(state, self._predictor, j)
+
+    def _knapsack(self, state: "SimState", window: list[int], free: int,
+                  room: float) -> list[int]:
+        """Jobs of ``window`` with the most processors whose predicted increases sum to at
+        most ``room``; ties keep earlier jobs."""
+        items = [(j, state.procs[j], _increase(state, self._predictor, j))
+                 for j in window if state.procs[j] <= free]
+        if not items:
+            return []
+        best = np.full(free + 1, np.inf)
+        best[0] = 0.0
+        took = np.zeros((len(items), free + 1), dtype=bool)
+        for i, (_, n, w) in enumerate(items):
+            cand = best[:free + 1 - n] + w
+            better = cand < best[n:]
+            best[n:] = np.where(better, cand, best[n:])
+            took[i, n:] = better
+        fits = np.flatnonzero(best <= room)
+        size = int(fits.max()) if fits.size else 0
+        chosen = []
+        for i in range(len(items) - 1, -1, -1):
+            if size == 0:
+                break
+            if took[i, size]:
+                chosen.append(items[i][0])
+                size -= items[i][1]
+        return chosen[::-1]
+
+    def settings(self) -> dict:
+        return {"name": self.name, "window": self.window, "order": self.order,
+                "predictor": self.predictor}
+
+
+@dataclass(frozen=True)
+class GreedyKnapsack(_PowerPolicy):
+    """Carastan-Santos et al.: waiting jobs in descending profit / predicted power
+    increase (profit = wait, or stretch = (wait + estimate) / estimate); each job that
+    fits the free processors and the headroom starts."""
+
+    profit: str = "wait"
+    name: str = field(default="greedy-knapsack", init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.profit not in ("wait", "stretch"):
+            raise ValueError(f"profit: must be wait or stretch (got {self.profit!r})")
+
+    def schedule(self, state: "SimState") -> None:
+        self._check(state)
+        room = state.power.headroom_w(state)
+        free = state.active_procs - state.busy_procs
+        now, submit, est = state.now_s, state.submit_s, state.estimate_s
+        keyed = []
+        for pos, j in enumerate(state.queue):
+            wait = now - submit[j]
+            gain = wait if self.profit == "wait" else (wait + est[j]) / est[j]
+            weight = _increase(state, self._predictor, j)
+            ratio = gain / weight if weight > 0 else float("inf")
+            keyed.append((-ratio, pos, j, weight))
+        keyed.sort()
+        for _, _, j, weight in keyed:
+            if state.procs[j] <= free and weight <= room:
+                state.start(j)
+                free -= state.procs[j]
+                room -= weight
+
+    def settings(self) -> dict:
+        return {"name": self.name, "profit": self.profit, "predictor": self.predictor}
+
+
+class PowerCountResources(CountResources):
+    """EASY's fit test plus a power verification of the running jobs and the candidate:
+    ``naive`` (every processor at peak), ``mean`` or ``max`` (sum of predictions), or
+    ``gaussian`` (sum of means + sigma standard deviations of the sum)."""
+
+    __slots__ = ("policy", "means", "stds", "base_w")
+
+    def __init__(self, state: "SimState", policy: "PowerEasy") -> None:
+        super().__init__(state)
+        self.policy = policy
+        p = state.power
+        pred = policy._predictor
+        method = policy.verify
+        stat = "max" if method == "max" else "mean"
+        self.means, self.stds = [], []
+        for _, j in state.running:
+            self._add(j, stat, pred)
+        busy, active = state.busy_procs, state.active_procs
+        sleeping = state.total_procs - (active if active > busy else busy)
+        self.base_w = p.sleep_w * sleeping
+
+    def _add(self, j: int, stat: str, pred) -> None:
+        n = self.state.procs[j]
+        if self.policy.verify == "naive":
+            self.means.append(n * self.state.power.peak_w)
+            self.stds.append(0.0)
+        else:
+            self.means.append(n * pred.predict(self.state, j, stat))
+            self.stds.append(n * pred.predict(self.state, j, "std"))
+
+    def try_start(self, j: int) -> bool:
+        st, pol = self.state, self.policy
+        p = st.power
+        n = st.procs[j]
+        stat = "max" if pol.verify == "max" else "mean"
+        if pol.verify == "naive":
+            cand_m, cand_s = n * p.peak_w, 0.0
+        else:
+            cand_m = n * pol._predictor.predict(st, j, stat)
+            cand_s = n * pol._predictor.predict(st, j, "std")
+        idle = st.active_procs - st.busy_procs - n
+        sigma = pol.sigma if pol.verify == "gaussian" else 0.0
+        total = (gaussian_bound(self.means + [cand_m], self.stds + [cand_s], sigma)
+                 + p.idle_w * max(idle, 0) + self.base_w)
+        if total > p.cap_now(st):
+            return False
+        if not super().try_start(j):
+            return False
+        self.means.append(cand_m)
+        self.stds.append(cand_s)
+        return True
+
+
+@dataclass(frozen=True)
+class PowerEasy(_PowerPolicy):
+    """EASY backfilling (FCFS or SAF) where a job also has to pass a power verification
+    of the predicted power of it and the running jobs against the cap."""
+
+    verify: str = "gaussian"
+    sigma: float = 3.0
+    name: str = field(default="easy-power", init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.verify not in VERIFY:
+            raise ValueError(f"verify: must be one of {', '.join(VERIFY)} (got {self.verify!r})")
+        if self.sigma < 0:
+            raise ValueError(f"sigma: must be >= 0 (got {self.sigma})")
+
+    def schedule(self, state: "SimState") -> None:
+        self._check(state)
+        if state.busy_procs >= state.active_procs or not state.queue:
+            return
+        backfill_pass(state, self._order(state, state.queue), PowerCountResources(state, self))
+
+    def settings(self) -> dict:
+        return {"name": self.name, "order": self.order, "verify": self.verify,
+                "sigma": self.sigma, "predictor": self.predictor}
