@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="also show the synthetic job power profiles (default model)")
     info.add_argument("--seed", type=int, default=0, help="seed of the power profiles")
 
+    pred = sub.add_parser("predict", help="how well job power predictors do on a log",
+                          description="Replay a log under EASY and report the mean absolute "
+                                      "error of each job power predictor by week.")
+    pred.add_argument("trace", nargs="?", default="KTH-SP2",
+                      help="SWF file or bundled log name (default KTH-SP2)")
+    pred.add_argument("--seed", type=int, default=0, help="seed of the synthetic profiles")
+    pred.add_argument("--json", action="store_true", help="print the report as JSON")
+
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
@@ -78,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_trace_info(args, out)
         if args.command == "bench":
             return cmd_bench(args, out)
+        if args.command == "predict":
+            return cmd_predict(args, out)
     except OlsctlError as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         return EXIT_INPUT
@@ -203,3 +213,46 @@ def _bench_table(rows: list, args: argparse.Namespace) -> Table:
     for label, cell in figures:
         table.add_row(label, *(cell(r) for r in rows))
     return table
+
+
+def cmd_predict(args: argparse.Namespace, out: Console) -> int:
+    import json
+
+    from olsctl.policies import make_policy
+    from olsctl.power.accounting import MachinePower
+    from olsctl.power.cap import CapSchedule
+    from olsctl.power.evaluate import default_predictors, prediction_errors, weekly_mae
+    from olsctl.power.profiles import ProfileSettings, project_of, synthetic_profiles
+    from olsctl.power.runtime import power_state
+    from olsctl.sim import MainSimulator
+    from olsctl.workload import load_workload
+
+    w = load_workload(resolve_trace(args.trace, Path.cwd()))
+    machine = MachinePower()
+    prof = synthetic_profiles(w, machine.idle_w, machine.peak_w, ProfileSettings(seed=args.seed))
+    records = MainSimulator(w, make_policy({"name": "easy"}), w.estimate_s("exact")).run()
+    power = power_state(prof, project_of(w).tolist(), machine.idle_w, machine.sleep_w,
+                        machine.peak_w, CapSchedule.constant(float("inf")))
+    index_of = {j: i for i, j in enumerate(w.job_id.tolist())}
+    predictors = default_predictors()
+    result = prediction_errors(records, power, index_of, predictors)
+    weeks = weekly_mae(result, float(w.submit_s[0]))
+    overall = {name: float(err.mean()) for name, err in result["errors"].items()}
+    if args.json:
+        out.print_json(json.dumps({"trace": w.name, "overall_mae_w": overall, "weekly": weeks}))
+        return EXIT_OK
+    table = Table(title=f"olsctl predict: {w.name}, mean absolute error of the predicted mean "
+                        f"power (W per processor)", title_justify="left",
+                  caption=f"true profiles: synthetic, seed {args.seed}; jobs replayed under "
+                          f"EASY; history keyed by project", caption_justify="left")
+    table.add_column("week", justify="right")
+    table.add_column("jobs", justify="right")
+    for name in predictors:
+        table.add_column(name, justify="right")
+    for row in weeks:
+        table.add_row(str(row["week"]), f"{row['jobs']:,}",
+                      *(f"{row[name]:.1f}" for name in predictors))
+    table.add_row("all", f"{len(result['start_s']):,}",
+                  *(f"{overall[name]:.1f}" for name in predictors), style="bold")
+    out.print(table)
+    return EXIT_OK

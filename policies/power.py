@@ -25,6 +25,20 @@ if TYPE_CHECKING:
 VERIFY = ("naive", "mean", "max", "gaussian")
 
 
+def force_if_idle(state: "SimState", ordered: list[int]) -> None:
+    """[choice] When nothing runs and nothing started in this pass, the first waiting job
+    that has the processors starts anyway (a forced start): an idle machine frees no
+    power by waiting, so the job would otherwise wait for ever."""
+    if state.running or state.started:
+        return
+    free = state.active_procs - state.busy_procs
+    for j in ordered:
+        if state.procs[j] <= free:
+            state.start(j)
+            state.power.forced_starts += 1
+            return
+
+
 def _increase(state: "SimState", predictor, j: int, stat: str = "mean") -> float:
     """Predicted rise of machine power if job ``j`` starts on idle processors."""
     return state.procs[j] * (predictor.predict(state, j, stat) - state.power.idle_w)
@@ -58,13 +72,15 @@ class NaiveCapping(_PowerPolicy):
         p = state.power
         free = state.active_procs - state.busy_procs
         room = p.headroom_w(state)
-        for j in self._order(state, state.queue):
+        ordered = self._order(state, state.queue)
+        for j in ordered:
             need = state.procs[j] * (p.peak_w - p.idle_w)
             if state.procs[j] > free or need > room:
-                return
+                break
             state.start(j)
             free -= state.procs[j]
             room -= need
+        force_if_idle(state, ordered)
 
     def settings(self) -> dict:
         return {"name": self.name, "order": self.order}
@@ -76,8 +92,8 @@ class WindowKnapsack(_PowerPolicy):
     processors, weight = predicted power increase, capacity = the headroom, and at most
     the free processors), solved exactly by dynamic programming over processor counts.
     If the window is full and nothing fits, the job in the window longest starts anyway
-    when processors allow (a forced start, at most one a pass); also when the window is
-    not full but nothing runs, since an idle machine frees no power by waiting."""
+    when processors allow (a forced start, at most one a pass); so does it, like in every
+    power-aware policy here, when nothing runs (see :func:`force_if_idle`)."""
 
     window: int = 20
     name: str = field(default="knapsack", init=False)
@@ -102,13 +118,14 @@ class WindowKnapsack(_PowerPolicy):
                 return
             chosen = self._knapsack(state, window, free, room)
             if not chosen:
-                # [choice] an idle machine frees no power by waiting, so a window that is
-                # not full forces a start too when nothing runs (else it would wait forever)
-                if len(window) == self.window or not state.running:
+                if len(window) == self.window:
                     first = min(window, key=lambda j: (p.window_entry[j], window.index(j)))
                     if state.procs[first] <= free:  # at most one forced start a pass
                         state.start(first)
                         p.forced_starts += 1
+                        return
+                force_if_idle(state, sorted(window, key=lambda j: (p.window_entry[j],
+                                                                   window.index(j))))
                 return
             for j in chosen:
                 state.start(j)
@@ -178,6 +195,7 @@ class GreedyKnapsack(_PowerPolicy):
                 state.start(j)
                 free -= state.procs[j]
                 room -= weight
+        force_if_idle(state, [j for _, _, j, _ in keyed])
 
     def settings(self) -> dict:
         return {"name": self.name, "profit": self.profit, "predictor": self.predictor}
@@ -256,7 +274,9 @@ class PowerEasy(_PowerPolicy):
         self._check(state)
         if state.busy_procs >= state.active_procs or not state.queue:
             return
-        backfill_pass(state, self._order(state, state.queue), PowerCountResources(state, self))
+        ordered = self._order(state, state.queue)
+        backfill_pass(state, ordered, PowerCountResources(state, self))
+        force_if_idle(state, ordered)
 
     def settings(self) -> dict:
         return {"name": self.name, "order": self.order, "verify": self.verify,

@@ -81,6 +81,10 @@ def test_naive_capping_assumes_peak_and_stops_at_the_first_misfit():
     state = _waiting_state([1, 1, 1, 1], [10.0] * 4, 8, 250.0)
     state.run_pass(make_policy({"name": "naive-cap"}))
     assert state.started == [0, 1]
+    # a job too big for the cap even alone starts when nothing runs (forced), once
+    state = _waiting_state([4, 1], [10.0, 10.0], 8, 250.0)
+    state.run_pass(make_policy({"name": "naive-cap"}))
+    assert state.started == [0] and state.power.forced_starts == 1
 
 
 @pytest.mark.parametrize("verify,expected", [
@@ -155,8 +159,7 @@ def test_power_policies_whatif_fidelity_and_checker(data):
     records = sim.run()  # strict checker throughout
     starts = {r.job_id: r.start_s for r in records.jobs}
     assert len(starts) + len(records.unstarted) == n
-    if spec["name"] == "knapsack" or cap_w >= machine * 500.0:
-        assert not records.unstarted  # forced starts (or room at peak) let all run
+    assert not records.unstarted  # forced starts on an idle machine let every job run
     truth_sim = _power_sim(w.select(np.flatnonzero(w.submit_s <= cut)), spec, cap_w, seed)
     truth_sim.at(cut, lambda s: None)
     truth_run = truth_sim.run()
