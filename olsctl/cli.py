@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     pred.add_argument("--seed", type=int, default=0, help="seed of the synthetic profiles")
     pred.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    conv = sub.add_parser("convert", help="turn other logs into SWF (+ power CSV)")
+    csub = conv.add_subparsers(dest="convert_command", required=True, metavar="FORMAT")
+    nrel = csub.add_parser("nrel", help="the NREL job power log (ground_truth.csv[.gz])")
+    nrel.add_argument("source", help="the NREL CSV (plain or gzipped)")
+    nrel.add_argument("--swf", required=True, help="SWF file to write")
+    nrel.add_argument("--power", required=True, help="power CSV to write (job_id,mean_w)")
+
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
@@ -88,6 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bench(args, out)
         if args.command == "predict":
             return cmd_predict(args, out)
+        if args.command == "convert":
+            from olsctl.power.nrel import convert
+
+            counts = convert(Path(args.source), Path(args.swf), Path(args.power))
+            out.print(f"wrote {args.swf} ({counts['jobs']:,} jobs, {counts['machine_procs']:,} "
+                      f"processors) and {args.power} ({counts['measured']:,} measured powers)",
+                      highlight=False)
+            return EXIT_OK
     except OlsctlError as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         return EXIT_INPUT
