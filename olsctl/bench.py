@@ -84,6 +84,7 @@ class BenchRow:
     whatif_s: float
     same_schedule: bool
     mqbf_s: float | None = None
+    knapsack_s: float | None = None
 
     @property
     def main_ratio(self) -> float:
@@ -92,6 +93,11 @@ class BenchRow:
     @property
     def whatif_ratio(self) -> float:
         return self.whatif_s / self.reference_s
+
+    @property
+    def knapsack_ratio(self) -> float | None:
+        """Window knapsack (w = 20) main-simulator time over EASY's."""
+        return None if self.knapsack_s is None else self.knapsack_s / self.main_s
 
     @property
     def mqbf_ratio(self) -> float | None:
@@ -110,9 +116,11 @@ def _best_of(repeat: int, fn):
 
 
 def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
-                   repeat: int = 3, mqbf: bool = False) -> BenchRow:
+                   repeat: int = 3, mqbf: bool = False, knapsack: bool = False) -> BenchRow:
     """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules;
-    with ``mqbf`` also the main simulator under MQBF with 4 queues."""
+    with ``mqbf`` also the main simulator under MQBF with 4 queues, with ``knapsack``
+    under the window knapsack (w = 20, history predictor, synthetic power, cap 62.5% of
+    peak; power set-up not timed)."""
     est = w.estimate_s(estimates)
     cols = (w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(), est.tolist())
     policy = make_policy({"name": "easy", "order": "fcfs"})
@@ -131,4 +139,22 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
     if mqbf:
         mq = make_policy({"name": "mqbf", "queues": 4})
         mqbf_s, _ = _best_of(repeat, lambda: MainSimulator(w, mq, est).run())
-    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s)
+    knapsack_s = None
+    if knapsack:
+        knapsack_s, _ = _best_of(repeat, lambda: _knapsack_sim(w, est).run())
+    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s, knapsack_s)
+
+
+def _knapsack_sim(w: Workload, est) -> MainSimulator:
+    from olsctl.power.accounting import MachinePower
+    from olsctl.power.cap import CapSchedule
+    from olsctl.power.profiles import project_of, synthetic_profiles
+    from olsctl.power.runtime import power_state
+
+    m = MachinePower()
+    policy = make_policy({"name": "knapsack", "window": 20, "predictor": "history"})
+    sim = MainSimulator(w, policy, est)
+    sim.state.power = power_state(synthetic_profiles(w, m.idle_w, m.peak_w),
+                                  project_of(w).tolist(), m.idle_w, m.sleep_w, m.peak_w,
+                                  CapSchedule.constant(0.625 * w.machine_procs * m.peak_w))
+    return sim

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
     bench.add_argument("--mqbf", action="store_true",
                        help="also time the main simulator under MQBF(4) against EASY")
+    bench.add_argument("--knapsack", action="store_true",
+                       help="also time it under the window knapsack (w = 20, 62.5%% cap)")
     return p
 
 
@@ -188,7 +190,8 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         t0 = time.perf_counter()
         w = load_workload(path)
         parse_s = time.perf_counter() - t0
-        row = bench_workload(w, parse_s, args.estimates, args.repeat, args.mqbf)
+        row = bench_workload(w, parse_s, args.estimates, args.repeat, args.mqbf,
+                             args.knapsack)
         rows.append(row)
         line = (f"{row.trace}: {row.jobs} jobs, plain {row.reference_s:.3f} s, "
                 f"main {row.main_s:.3f} s ({row.main_ratio:.2f}x), what-if "
@@ -196,6 +199,8 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
                 f"{row.same_schedule}")
         if row.mqbf_s is not None:
             line += f", MQBF(4) {row.mqbf_s:.3f} s ({row.mqbf_ratio:.2f}x EASY)"
+        if row.knapsack_s is not None:
+            line += f", knapsack {row.knapsack_s:.3f} s ({row.knapsack_ratio:.2f}x EASY)"
         out.print(line, highlight=False, soft_wrap=True)
     out.print(_bench_table(rows, args))
     return EXIT_OK
@@ -225,6 +230,9 @@ def _bench_table(rows: list, args: argparse.Namespace) -> Table:
     if args.mqbf:
         figures += [("MQBF(4) main s", lambda r: f"{r.mqbf_s:.2f}"),
                     ("MQBF(4) / EASY", lambda r: f"{r.mqbf_ratio:.2f}x")]
+    if args.knapsack:
+        figures += [("knapsack main s", lambda r: f"{r.knapsack_s:.2f}"),
+                    ("knapsack / EASY", lambda r: f"{r.knapsack_ratio:.2f}x")]
     for label, cell in figures:
         table.add_row(label, *(cell(r) for r in rows))
     return table

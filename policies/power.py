@@ -105,30 +105,43 @@ class WindowKnapsack(_PowerPolicy):
 
     def schedule(self, state: "SimState") -> None:
         self._check(state)
+        if state.busy_procs >= state.active_procs or not state.queue:
+            return  # nothing can start (a job enters the window at a pass that can)
         p = state.power
         room = p.headroom_w(state)
+        ordered = self._order(state, state.queue)
+        started: set[int] = set()
         while True:
             free = state.active_procs - state.busy_procs
-            queue = [j for j in self._order(state, state.queue) if j not in state.started]
-            window = queue[:self.window]
-            for j in window:
-                if p.window_entry[j] != p.window_entry[j]:  # NaN: entering now
-                    p.window_entry[j] = state.now_s
-            if not window or free <= 0:
+            if free <= 0:
                 return
+            window = []
+            for j in ordered:
+                if j not in started:
+                    window.append(j)
+                    if len(window) == self.window:
+                        break
+            if not window:
+                return
+            entry = p.window_entry
+            for j in window:
+                if entry[j] != entry[j]:  # NaN: entering now
+                    entry[j] = state.now_s
             chosen = self._knapsack(state, window, free, room)
             if not chosen:
-                if len(window) == self.window:
-                    first = min(window, key=lambda j: (p.window_entry[j], window.index(j)))
-                    if state.procs[first] <= free:  # at most one forced start a pass
-                        state.start(first)
-                        p.forced_starts += 1
-                        return
-                force_if_idle(state, sorted(window, key=lambda j: (p.window_entry[j],
-                                                                   window.index(j))))
+                if len(window) < self.window and (state.running or state.started):
+                    return
+                by_entry = [window[i] for i in sorted(range(len(window)),
+                                                       key=lambda i: (entry[window[i]], i))]
+                if len(window) == self.window and state.procs[by_entry[0]] <= free:
+                    state.start(by_entry[0])  # at most one forced start a pass
+                    p.forced_starts += 1
+                    return
+                force_if_idle(state, by_entry)
                 return
             for j in chosen:
                 state.start(j)
+                started.add(j)
                 room -= _increase(state, self._predictor, j)
 
     def _knapsack(self, state: "SimState", window: list[int], free: int,
@@ -137,8 +150,8 @@ class WindowKnapsack(_PowerPolicy):
         most ``room``; ties keep earlier jobs."""
         items = [(j, state.procs[j], _increase(state, self._predictor, j))
                  for j in window if state.procs[j] <= free]
-        if not items:
-            return []
+        if not items or all(0 <= w > room for _, _, w in items):
+            return []  # every job alone is over the headroom: only the empty set fits
         best = np.full(free + 1, np.inf)
         best[0] = 0.0
         took = np.zeros((len(items), free + 1), dtype=bool)
