@@ -152,6 +152,9 @@ class WindowKnapsack(_PowerPolicy):
                  for j in window if state.procs[j] <= free]
         if not items or all(0 <= w > room for _, _, w in items):
             return []  # every job alone is over the headroom: only the empty set fits
+        if (sum(n for _, n, _ in items) <= free
+                and sum(w for _, _, w in items) <= room):
+            return [j for j, _, _ in items]  # all of them fit: the most processors
         best = np.full(free + 1, np.inf)
         best[0] = 0.0
         took = np.zeros((len(items), free + 1), dtype=bool)
