@@ -60,6 +60,8 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
              machine: MachinePower, cap: CapSchedule) -> PowerTimeline:
     """Build the machine power over the run; ``index_of`` maps job id -> profile row."""
     total = records.total_procs
+    if not records.jobs:
+        raise ValueError("no job ran: there is no power timeline to build")
     t_ev: list[np.ndarray] = []
     p_ev: list[np.ndarray] = []   # busy power deltas
     b_ev: list[np.ndarray] = []   # busy processor deltas
