@@ -244,7 +244,8 @@ def cmd_predict(args: argparse.Namespace, out: Console) -> int:
     from olsctl.policies import make_policy
     from olsctl.power.accounting import MachinePower
     from olsctl.power.cap import CapSchedule
-    from olsctl.power.evaluate import default_predictors, prediction_errors, weekly_mae
+    from olsctl.power.evaluate import (default_predictors, learned_errors, prediction_errors,
+                                       weekly_mae)
     from olsctl.power.profiles import ProfileSettings, project_of, synthetic_profiles
     from olsctl.power.runtime import power_state
     from olsctl.sim import MainSimulator
@@ -255,27 +256,36 @@ def cmd_predict(args: argparse.Namespace, out: Console) -> int:
     prof = synthetic_profiles(w, machine.idle_w, machine.peak_w, ProfileSettings(seed=args.seed))
     records = MainSimulator(w, make_policy({"name": "easy"}), w.estimate_s("exact")).run()
     power = power_state(prof, project_of(w).tolist(), machine.idle_w, machine.sleep_w,
-                        machine.peak_w, CapSchedule.constant(float("inf")))
+                        machine.peak_w, CapSchedule.constant(float("inf")), w.job_keys(),
+                        sample_s=machine.sample_s)
     index_of = {j: i for i, j in enumerate(w.job_id.tolist())}
     predictors = default_predictors()
     result = prediction_errors(records, power, index_of, predictors)
     weeks = weekly_mae(result, float(w.submit_s[0]))
     overall = {name: float(err.mean()) for name, err in result["errors"].items()}
+    on_learned = learned_errors(result)
     if args.json:
-        out.print_json(json.dumps({"trace": w.name, "overall_mae_w": overall, "weekly": weeks}))
+        out.print_json(json.dumps({"trace": w.name, "overall_mae_w": overall,
+                                   "learned_jobs_mae_w": on_learned, "weekly": weeks}))
         return EXIT_OK
     table = Table(title=f"olsctl predict: {w.name}, mean absolute error of the predicted mean "
                         f"power (W per processor)", title_justify="left",
                   caption=f"true profiles: synthetic, seed {args.seed}; jobs replayed under "
-                          f"EASY; history keyed by project", caption_justify="left")
+                          f"EASY; history keyed by project; learned: share of jobs the "
+                          f"learner predicts from a learned job or project profile; last "
+                          f"row: errors on those jobs", caption_justify="left")
     table.add_column("week", justify="right")
     table.add_column("jobs", justify="right")
+    table.add_column("learned", justify="right")
     for name in predictors:
         table.add_column(name, justify="right")
     for row in weeks:
-        table.add_row(str(row["week"]), f"{row['jobs']:,}",
+        table.add_row(str(row["week"]), f"{row['jobs']:,}", f"{100 * row['learned_share']:.0f}%",
                       *(f"{row[name]:.1f}" for name in predictors))
-    table.add_row("all", f"{len(result['start_s']):,}",
+    share = float((result["source"] != "peak").mean())
+    table.add_row("all", f"{len(result['start_s']):,}", f"{100 * share:.0f}%",
                   *(f"{overall[name]:.1f}" for name in predictors), style="bold")
+    table.add_row("learned", "", "", *(f"{on_learned[name]:.1f}" for name in predictors),
+                  style="bold")
     out.print(table)
     return EXIT_OK

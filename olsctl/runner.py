@@ -78,8 +78,12 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
     if power is not None:
         profiles, machine, cap = power
+        predictor = config.policy.get("predictor")
+        name = predictor.get("name") if isinstance(predictor, dict) else predictor
         sim.state.power = power_state(profiles, project_of(workload).tolist(), machine.idle_w,
-                                      machine.sleep_w, machine.peak_w, cap)
+                                      machine.sleep_w, machine.peak_w, cap,
+                                      workload.job_keys(), learning=name == "learner",
+                                      sample_s=machine.sample_s)
         for t in cap.times_s[1:]:
             sim.at(t, lambda _sim: None)  # a pass when the cap changes
     if progress_bar is not None:

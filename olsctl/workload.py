@@ -97,6 +97,8 @@ class Workload:
     requested_time_s: np.ndarray
     user_id: np.ndarray
     group_id: np.ndarray
+    #: SWF field 14, the application number (-1 unknown); None when not loaded
+    executable: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.job_id.size)
@@ -122,7 +124,17 @@ class Workload:
             for name in ("job_id", "submit_s", "runtime_s", "procs", "requested_time_s",
                          "user_id", "group_id")
         }
-        return Workload(self.name, self.machine_procs, self.header, self.report, **cols)
+        exe = None if self.executable is None else self.executable[index]
+        return Workload(self.name, self.machine_procs, self.header, self.report, **cols,
+                        executable=exe)
+
+    def job_keys(self) -> list[int]:
+        """A key per job for "the same job again": (user, application) when the log names
+        the application, else (user, processors, requested time)."""
+        exe = self.executable if self.executable is not None else np.full(len(self), -1)
+        return [hash((u, e)) if e >= 0 else hash((u, p, r)) for u, e, p, r in
+                zip(self.user_id.tolist(), exe.tolist(), self.procs.tolist(),
+                    self.requested_time_s.tolist())]
 
 
 def load_workload(
@@ -138,7 +150,7 @@ def load_workload(
     path = Path(path)
     reader = SwfReader(path, skip_bad_lines=skip_bad_lines)
     report = LoadReport(source=path.name)
-    cols: list[list[float]] = [[] for _ in range(7)]
+    cols: list[list[float]] = [[] for _ in range(8)]
     seen_ids: dict[float, int] = {}
     last_submit = -1.0
     last_line = 0
@@ -169,7 +181,7 @@ def load_workload(
         if procs <= 0:
             report.drop("processors <= 0")
             continue
-        for col, value in zip(cols, (job_id, submit, runtime, procs, v[8], v[11], v[12])):
+        for col, value in zip(cols, (job_id, submit, runtime, procs, v[8], v[11], v[12], v[13])):
             col.append(value)
     report.bad_lines = reader.bad_lines
     report.first_bad_line = reader.first_error
@@ -183,7 +195,8 @@ def load_workload(
             f"{path.name}: machine size unknown: no MaxProcs or MaxNodes header; set procs"
         )
 
-    job_id, submit, runtime, procs, req, user, group = (np.asarray(c, dtype=float) for c in cols)
+    job_id, submit, runtime, procs, req, user, group, exe = (np.asarray(c, dtype=float)
+                                                             for c in cols)
     fits = procs <= size
     if not fits.all():
         report.dropped["wider than the machine"] = int((~fits).sum())
@@ -205,4 +218,5 @@ def load_workload(
         requested_time_s=req[pick],
         user_id=user[pick].astype(np.int64),
         group_id=group[pick].astype(np.int64),
+        executable=exe[pick].astype(np.int64),
     )

@@ -127,6 +127,8 @@ POLICIES = [
     {"name": "greedy-knapsack", "profit": "stretch", "predictor": "naive"},
     {"name": "easy-power", "verify": "gaussian", "predictor": "history"},
     {"name": "easy-power", "order": "saf", "verify": "mean", "predictor": "oracle"},
+    {"name": "knapsack", "window": 3, "predictor": "learner"},
+    {"name": "easy-power", "verify": "max", "predictor": "learner"},
 ]
 
 
@@ -134,7 +136,9 @@ def _power_sim(w, spec, cap_w, seed):
     prof = synthetic_profiles(w, 100.0, 500.0, ProfileSettings(seed=seed))
     sim = make_main(w, policy=make_policy(spec))
     sim.state.power = power_state(prof, [int(u) % 3 for u in w.job_id.tolist()], 100.0,
-                                  10.0, 500.0, CapSchedule.constant(cap_w))
+                                  10.0, 500.0, CapSchedule.constant(cap_w),
+                                  [int(u) % 5 for u in w.job_id.tolist()],
+                                  learning=spec.get("predictor") == "learner", sample_s=7.0)
     return sim
 
 

@@ -8,7 +8,7 @@ per processor, grouped by the week in which jobs start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,9 +21,10 @@ from olsctl.records import RunRecords
 
 @dataclass
 class _View:
-    """The little of a SimState that predictors read."""
+    """The little of a SimState that predictors and the learner read."""
 
     power: PowerState
+    runtime_s: list = field(default_factory=list)
 
 
 def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int, int],
@@ -34,35 +35,56 @@ def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int
     ends = sorted(records.jobs, key=lambda r: (r.end_s, r.job_id))
     learned = PowerState(power.idle_w, power.sleep_w, power.peak_w,
                          CapSchedule.constant(float("inf")), power.phase_start, power.phase_w,
-                         power.user, power.true_mean_w, power.true_max_w, power.true_std_w)
-    view = _View(learned)
+                         power.user, power.true_mean_w, power.true_max_w, power.true_std_w,
+                         job_key=power.job_key, learning=True, sample_s=power.sample_s)
+    runtime = [0.0] * len(power.user)
+    for r in records.jobs:
+        runtime[index_of[r.job_id]] = r.runtime_s
+    view = _View(learned, runtime)
     errors = {name: [] for name in predictors}
+    sources = []
     starts = []
+    learner = next((p for p in predictors.values() if getattr(p, "name", "") == "learner"), None)
     k = 0
     for r in jobs:
         while k < len(ends) and ends[k].end_s <= r.start_s:
-            learned.on_finish(None, index_of[ends[k].job_id])
+            learned.on_finish(view, index_of[ends[k].job_id])
             k += 1
         i = index_of[r.job_id]
         truth = power.true_mean_w[i]
         for name, pred in predictors.items():
             errors[name].append(abs(pred.predict(view, i, "mean") - truth))
+        if learner is not None:
+            sources.append(learner.source(learned, i))
         starts.append(r.start_s)
-    return {"start_s": np.asarray(starts), "errors": {n: np.asarray(e) for n, e in errors.items()}}
+    return {"start_s": np.asarray(starts), "errors": {n: np.asarray(e) for n, e in errors.items()},
+            "source": np.asarray(sources)}
 
 
 def weekly_mae(result: dict, origin_s: float) -> list[dict]:
     """Mean absolute error of every predictor per week of job start."""
     week = ((result["start_s"] - origin_s) // WEEK_S).astype(np.int64)
     rows = []
+    source = result.get("source")
     for w in np.unique(week).tolist():
         sel = week == w
-        rows.append({"week": int(w), "jobs": int(sel.sum()),
-                     **{name: float(err[sel].mean()) for name, err in result["errors"].items()}})
+        row = {"week": int(w), "jobs": int(sel.sum()),
+               **{name: float(err[sel].mean()) for name, err in result["errors"].items()}}
+        if source is not None and source.size:
+            row["learned_share"] = float((source[sel] != "peak").mean())
+        rows.append(row)
     return rows
+
+
+def learned_errors(result: dict) -> dict[str, float]:
+    """Mean absolute error of every predictor over the jobs the learner had learned."""
+    sel = result["source"] != "peak"
+    return {name: float(err[sel].mean()) if sel.any() else float("nan")
+            for name, err in result["errors"].items()}
 
 
 def default_predictors() -> dict[str, object]:
     return {"naive": make_predictor("naive"),
             "history": make_predictor({"name": "history", "window": 10, "alpha": 1.0}),
-            "history-aged": make_predictor({"name": "history", "window": 20, "alpha": 0.8})}
+            "history-aged": make_predictor({"name": "history", "window": 20, "alpha": 0.8}),
+            "learner": make_predictor("learner")}

@@ -9,6 +9,8 @@ sees a waiting job's true profile: only ``oracle`` reads it, for studies.
 - ``history`` (Carastan-Santos et al.): from the same user's last ``window`` finished
   jobs, weighted by ``alpha`` ** age (age 0 = the most recent); the weighted mean of
   their means, maxima or standard deviations. A user with no history gets the peak.
+- ``learner`` (Wallace et al.): job and project profiles learned from power readings
+  with a two-sample t-test (:mod:`olsctl.power.learn`).
 """
 
 from __future__ import annotations
@@ -75,7 +77,13 @@ class History:
         return total / weights
 
 
-PREDICTORS = {"oracle": Oracle, "naive": Naive, "history": History}
+def _learner(**kw):
+    from olsctl.power.learn import Learner
+
+    return Learner(**kw)
+
+
+PREDICTORS = {"oracle": Oracle, "naive": Naive, "history": History, "learner": _learner}
 
 
 def make_predictor(spec) -> Predictor:

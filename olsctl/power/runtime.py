@@ -49,10 +49,19 @@ class PowerState:
     forced_starts: int = 0
     #: per job: when it entered a knapsack window (NaN: not yet)
     window_entry: list[float] = field(default_factory=list)
+    #: per job: key of "the same job" (olsctl.workload.Workload.job_keys), for the learner
+    job_key: list[int] = field(default_factory=list)
+    #: learned profiles (olsctl.power.learn), fed when ``learning``
+    learned: dict = field(default_factory=dict)
+    learning: bool = False
+    sample_s: float = 300.0
 
     def __post_init__(self) -> None:
-        if len(self.window_entry) < len(self.user):
-            self.window_entry.extend([float("nan")] * (len(self.user) - len(self.window_entry)))
+        n = len(self.user)
+        if len(self.window_entry) < n:
+            self.window_entry.extend([float("nan")] * (n - len(self.window_entry)))
+        if len(self.job_key) < n:
+            self.job_key.extend(range(-n, -n + (n - len(self.job_key))))
 
     def cap_now(self, state: "SimState") -> float:
         return self.cap.cap_at(state.now_s)
@@ -85,6 +94,10 @@ class PowerState:
         past.append((self.true_mean_w[idx], self.true_max_w[idx], self.true_std_w[idx]))
         if len(past) > HISTORY_LEN:
             del past[0]
+        if self.learning:
+            from olsctl.power.learn import Learner, observe_finish
+
+            observe_finish(self, idx, state.runtime_s[idx], Learner(sample_s=self.sample_s))
 
     def subset(self, idx: list[int]) -> "PowerState":
         """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
@@ -94,17 +107,19 @@ class PowerState:
             [self.user[j] for j in idx], [self.true_mean_w[j] for j in idx],
             [self.true_max_w[j] for j in idx], [self.true_std_w[j] for j in idx],
             {u: list(h) for u, h in self.history.items()}, self.forced_starts,
-            [self.window_entry[j] for j in idx])
+            [self.window_entry[j] for j in idx], [self.job_key[j] for j in idx],
+            {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s)
 
     def extend(self, other: "PowerState") -> None:
         """Append ``other``'s jobs (arrivals fed to a what-if)."""
         for name in ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
-                     "true_std_w", "window_entry"):
+                     "true_std_w", "window_entry", "job_key"):
             getattr(self, name).extend(getattr(other, name))
 
 
 def power_state(profiles, user, idle_w: float, sleep_w: float, peak_w: float,
-                cap: CapSchedule) -> PowerState:
+                cap: CapSchedule, job_key: list[int] | None = None, learning: bool = False,
+                sample_s: float = 300.0) -> PowerState:
     """A :class:`PowerState` from :class:`olsctl.power.profiles.PowerProfiles` (rows in
     job order) and the users (history keys) of the jobs."""
     offsets = profiles.offset.tolist()
@@ -120,4 +135,5 @@ def power_state(profiles, user, idle_w: float, sleep_w: float, peak_w: float,
         levels.append(level[a:b])
     return PowerState(idle_w, sleep_w, peak_w, cap, starts, levels, list(user),
                       profiles.mean_w.tolist(), profiles.max_w.tolist(),
-                      profiles.std_w.tolist())
+                      profiles.std_w.tolist(), job_key=list(job_key or []),
+                      learning=learning, sample_s=sample_s)
