@@ -80,6 +80,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         factory=WindowKnapsack,
         params={"window": Param(int, 20, None, "jobs at the head of the queue considered"),
                 "order": Param(str, "fcfs", ("fcfs", "wfp"), "queue order"),
+                "stat": Param(str, "mean", ("mean", "max"), "predicted power used"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
     ),

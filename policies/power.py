@@ -91,17 +91,21 @@ class WindowKnapsack(_PowerPolicy):
     """Wallace et al.: the first ``window`` jobs of the queue form a 0-1 knapsack (value =
     processors, weight = predicted power increase, capacity = the headroom, and at most
     the free processors), solved exactly by dynamic programming over processor counts.
+    ``stat`` chooses the predicted mean power (Wallace) or, more cautious, the maximum.
     If the window is full and nothing fits, the job in the window longest starts anyway
     when processors allow (a forced start, at most one a pass); so does it, like in every
     power-aware policy here, when nothing runs (see :func:`force_if_idle`)."""
 
     window: int = 20
+    stat: str = "mean"
     name: str = field(default="knapsack", init=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.window < 1:
             raise ValueError(f"window: must be >= 1 (got {self.window})")
+        if self.stat not in ("mean", "max"):
+            raise ValueError(f"stat: must be mean or max (got {self.stat!r})")
 
     def schedule(self, state: "SimState") -> None:
         self._check(state)
@@ -142,13 +146,13 @@ class WindowKnapsack(_PowerPolicy):
             for j in chosen:
                 state.start(j)
                 started.add(j)
-                room -= _increase(state, self._predictor, j)
+                room -= _increase(state, self._predictor, j, self.stat)
 
     def _knapsack(self, state: "SimState", window: list[int], free: int,
                   room: float) -> list[int]:
         """Jobs of ``window`` with the most processors whose predicted increases sum to at
         most ``room``; ties keep earlier jobs."""
-        items = [(j, state.procs[j], _increase(state, self._predictor, j))
+        items = [(j, state.procs[j], _increase(state, self._predictor, j, self.stat))
                  for j in window if state.procs[j] <= free]
         if not items or all(0 <= w > room for _, _, w in items):
             return []  # every job alone is over the headroom: only the empty set fits
@@ -176,7 +180,7 @@ class WindowKnapsack(_PowerPolicy):
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
-                "predictor": self.predictor}
+                "stat": self.stat, "predictor": self.predictor}
 
 
 @dataclass(frozen=True)
