@@ -10,6 +10,7 @@ cap in force minus measured power. Predictions come from a pluggable predictor
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from olsctl.policies.backfill import CountResources, backfill_pass
 from olsctl.policies.order import ORDERS, Order
-from olsctl.power.predict import gaussian_bound, make_predictor
+from olsctl.power.predict import make_predictor
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -224,53 +225,48 @@ class GreedyKnapsack(_PowerPolicy):
 class PowerCountResources(CountResources):
     """EASY's fit test plus a power verification of the running jobs and the candidate:
     ``naive`` (every processor at peak), ``mean`` or ``max`` (sum of predictions), or
-    ``gaussian`` (sum of means + sigma standard deviations of the sum)."""
+    ``gaussian`` (sum of means + sigma standard deviations of the sum, jobs independent),
+    plus what idle and sleeping processors draw, against the cap in force."""
 
-    __slots__ = ("policy", "means", "stds", "base_w")
+    __slots__ = ("policy", "sum_w", "sum_var", "base_w", "cap_w", "stat")
 
     def __init__(self, state: "SimState", policy: "PowerEasy") -> None:
         super().__init__(state)
         self.policy = policy
         p = state.power
-        pred = policy._predictor
-        method = policy.verify
-        stat = "max" if method == "max" else "mean"
-        self.means, self.stds = [], []
+        self.stat = "max" if policy.verify == "max" else "mean"
+        self.sum_w = self.sum_var = 0.0
         for _, j in state.running:
-            self._add(j, stat, pred)
+            m, sd = self._predicted(j)
+            self.sum_w += m
+            self.sum_var += sd * sd
         busy, active = state.busy_procs, state.active_procs
         sleeping = state.total_procs - (active if active > busy else busy)
         self.base_w = p.sleep_w * sleeping
+        self.cap_w = p.cap_now(state)
 
-    def _add(self, j: int, stat: str, pred) -> None:
-        n = self.state.procs[j]
-        if self.policy.verify == "naive":
-            self.means.append(n * self.state.power.peak_w)
-            self.stds.append(0.0)
-        else:
-            self.means.append(n * pred.predict(self.state, j, stat))
-            self.stds.append(n * pred.predict(self.state, j, "std"))
+    def _predicted(self, j: int) -> tuple[float, float]:
+        """(power, standard deviation) predicted for job ``j``, all its processors."""
+        st, pol = self.state, self.policy
+        n = st.procs[j]
+        if pol.verify == "naive":
+            return n * st.power.peak_w, 0.0
+        return (n * pol._predictor.predict(st, j, self.stat),
+                n * pol._predictor.predict(st, j, "std") if pol.verify == "gaussian" else 0.0)
 
     def try_start(self, j: int) -> bool:
-        st, pol = self.state, self.policy
-        p = st.power
-        n = st.procs[j]
-        stat = "max" if pol.verify == "max" else "mean"
-        if pol.verify == "naive":
-            cand_m, cand_s = n * p.peak_w, 0.0
-        else:
-            cand_m = n * pol._predictor.predict(st, j, stat)
-            cand_s = n * pol._predictor.predict(st, j, "std")
-        idle = st.active_procs - st.busy_procs - n
-        sigma = pol.sigma if pol.verify == "gaussian" else 0.0
-        total = (gaussian_bound(self.means + [cand_m], self.stds + [cand_s], sigma)
-                 + p.idle_w * max(idle, 0) + self.base_w)
-        if total > p.cap_now(st):
+        st = self.state
+        m, sd = self._predicted(j)
+        idle = st.active_procs - st.busy_procs - st.procs[j]
+        sigma = self.policy.sigma if self.policy.verify == "gaussian" else 0.0
+        total = (self.sum_w + m + sigma * math.sqrt(self.sum_var + sd * sd)
+                 + st.power.idle_w * (idle if idle > 0 else 0) + self.base_w)
+        if total > self.cap_w:
             return False
         if not super().try_start(j):
             return False
-        self.means.append(cand_m)
-        self.stds.append(cand_s)
+        self.sum_w += m
+        self.sum_var += sd * sd
         return True
 
 

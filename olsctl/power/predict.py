@@ -15,7 +15,6 @@ sees a waiting job's true profile: only ``oracle`` reads it, for studies.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -99,8 +98,3 @@ def make_predictor(spec) -> Predictor:
     except TypeError:
         raise ValueError(f"predictor: unknown setting for {name}: "
                          f"{', '.join(sorted(spec))}") from None
-
-
-def gaussian_bound(means: list[float], stds: list[float], sigma: float) -> float:
-    """Sum of means plus ``sigma`` standard deviations of the sum (independent jobs)."""
-    return sum(means) + sigma * math.sqrt(sum(s * s for s in stds))
