@@ -37,9 +37,8 @@ def _starts(records) -> dict[int, float]:
     return {r.job_id: r.start_s for r in records.jobs}
 
 
-@pytest.mark.parametrize("estimates", ["exact", "user"])
-def test_main_simulator_matches_plain_easy_loop_on_kth(estimates):
-    w = load_workload(KTH)
+def _assert_matches_plain_loop(w, estimates: str) -> None:
+    """The main simulator (strict) gives the plain heapq EASY loop's start times."""
     est = w.estimate_s(estimates)
     records = MainSimulator(w, make_policy({"name": "easy"}), est,
                             checker=StrictChecker()).run()
@@ -49,16 +48,15 @@ def test_main_simulator_matches_plain_easy_loop_on_kth(estimates):
     assert np.array_equal(np.asarray([got[j] for j in w.job_id.tolist()]), np.asarray(ref))
 
 
+@pytest.mark.parametrize("estimates", ["exact", "user"])
+def test_main_simulator_matches_plain_easy_loop_on_kth(estimates):
+    _assert_matches_plain_loop(load_workload(KTH), estimates)
+
+
 def test_main_simulator_matches_plain_easy_loop_on_blue_head():
     w = load_workload(TRACES / "SDSC-BLUE-2000-4.2-cln.swf.gz").head(15_000)
     assert w.machine_procs == 1152
-    est = w.estimate_s("user")
-    records = MainSimulator(w, make_policy({"name": "easy"}), est,
-                            checker=StrictChecker()).run()
-    ref = reference_easy(w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(),
-                         est.tolist(), w.machine_procs)
-    got = _starts(records)
-    assert np.array_equal(np.asarray([got[j] for j in w.job_id.tolist()]), np.asarray(ref))
+    _assert_matches_plain_loop(w, "user")
 
 
 @pytest.mark.slow
@@ -69,13 +67,7 @@ def test_other_logs_match_plain_loop(name, kept):
     w = load_workload(TRACES / name)
     assert len(w) == kept
     for estimates in ("exact", "user"):
-        est = w.estimate_s(estimates)
-        records = MainSimulator(w, make_policy({"name": "easy"}), est,
-                                checker=StrictChecker()).run()
-        ref = reference_easy(w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(),
-                             est.tolist(), w.machine_procs)
-        got = _starts(records)
-        assert np.array_equal(np.asarray([got[j] for j in w.job_id.tolist()]), np.asarray(ref))
+        _assert_matches_plain_loop(w, estimates)
 
 
 def test_kth_mqbf_reference_figure():
