@@ -81,6 +81,9 @@ REGISTRY: dict[str, PolicyEntry] = {
         params={"window": Param(int, 20, None, "jobs at the head of the queue considered"),
                 "order": Param(str, "fcfs", ("fcfs", "wfp"), "queue order"),
                 "stat": Param(str, "mean", ("mean", "max"), "predicted power used"),
+                "headroom": Param(str, "measured", ("measured", "predicted"),
+                                  "running jobs at their measured power, or at least at "
+                                  "their predicted stat"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
     ),

@@ -92,13 +92,16 @@ class WindowKnapsack(_PowerPolicy):
     """Wallace et al.: the first ``window`` jobs of the queue form a 0-1 knapsack (value =
     processors, weight = predicted power increase, capacity = the headroom, and at most
     the free processors), solved exactly by dynamic programming over processor counts.
-    ``stat`` chooses the predicted mean power (Wallace) or, more cautious, the maximum.
+    ``stat`` chooses the predicted mean power (Wallace) or, more cautious, the maximum;
+    ``headroom: predicted`` counts each running job at the larger of its measured power
+    and its predicted ``stat``, so jobs about to draw more leave room for it.
     If the window is full and nothing fits, the job in the window longest starts anyway
     when processors allow (a forced start, at most one a pass); so does it, like in every
     power-aware policy here, when nothing runs (see :func:`force_if_idle`)."""
 
     window: int = 20
     stat: str = "mean"
+    headroom: str = "measured"
     name: str = field(default="knapsack", init=False)
 
     def __post_init__(self) -> None:
@@ -107,13 +110,18 @@ class WindowKnapsack(_PowerPolicy):
             raise ValueError(f"window: must be >= 1 (got {self.window})")
         if self.stat not in ("mean", "max"):
             raise ValueError(f"stat: must be mean or max (got {self.stat!r})")
+        if self.headroom not in ("measured", "predicted"):
+            raise ValueError(f"headroom: must be measured or predicted (got {self.headroom!r})")
 
     def schedule(self, state: "SimState") -> None:
         self._check(state)
         if state.busy_procs >= state.active_procs or not state.queue:
             return  # nothing can start (a job enters the window at a pass that can)
         p = state.power
-        room = p.headroom_w(state)
+        if self.headroom == "predicted":
+            room = p.headroom_w(state, self._predictor, self.stat)
+        else:
+            room = p.headroom_w(state)
         ordered = self._order(state, state.queue)
         started: set[int] = set()
         while True:
@@ -181,7 +189,7 @@ class WindowKnapsack(_PowerPolicy):
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
-                "stat": self.stat, "predictor": self.predictor}
+                "stat": self.stat, "headroom": self.headroom, "predictor": self.predictor}
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,8 @@ POLICIES = [
     {"name": "easy-power", "verify": "gaussian", "predictor": "history"},
     {"name": "easy-power", "order": "saf", "verify": "mean", "predictor": "oracle"},
     {"name": "knapsack", "window": 3, "predictor": "learner"},
+    {"name": "knapsack", "window": 4, "predictor": "history", "stat": "max",
+     "headroom": "predicted"},
     {"name": "easy-power", "verify": "max", "predictor": "learner"},
 ]
 

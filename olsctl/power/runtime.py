@@ -73,20 +73,27 @@ class PowerState:
         starts = self.phase_start[idx]
         return self.phase_w[idx][max(bisect_right(starts, x) - 1, 0)]
 
-    def measured_w(self, state: "SimState") -> float:
-        """Machine power now (what the facility's meters would read)."""
+    def measured_w(self, state: "SimState", predictor=None, stat: str = "mean") -> float:
+        """Machine power now (what the facility's meters would read). With a
+        ``predictor``, each running job counts at the larger of its measured power and
+        its predicted ``stat`` (a cautious view of jobs that may draw more later)."""
         procs = state.procs
         busy_w = 0.0
         for _, j in state.running:
-            busy_w += procs[j] * self.job_power_now(state, j)
+            now = self.job_power_now(state, j)
+            if predictor is not None:
+                later = predictor.predict(state, j, stat)
+                now = later if later > now else now
+            busy_w += procs[j] * now
         busy, active = state.busy_procs, state.active_procs
         idle = active - busy if active > busy else 0
         sleeping = state.total_procs - (active if active > busy else busy)
         return busy_w + self.idle_w * idle + self.sleep_w * sleeping
 
-    def headroom_w(self, state: "SimState") -> float:
-        """Cap in force minus measured power (what new starts may add)."""
-        return self.cap_now(state) - self.measured_w(state)
+    def headroom_w(self, state: "SimState", predictor=None, stat: str = "mean") -> float:
+        """Cap in force minus measured power (what new starts may add); see
+        :meth:`measured_w` for ``predictor``."""
+        return self.cap_now(state) - self.measured_w(state, predictor, stat)
 
     def on_finish(self, state: "SimState", idx: int) -> None:
         """Remember the finished job's measured profile for history predictors."""
