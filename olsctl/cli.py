@@ -148,6 +148,12 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(run_summary_table(result.summary))
         out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
                   f"in {wall:.1f} s", highlight=False)
+        if "controller" in result.summary:
+            c = result.summary["controller"]
+            out.print(f"controller: {c['ticks']} ticks, {c['sla_misses']} SLA misses, "
+                      f"{result.controller_wall_s:.1f} s of the wall time "
+                      f"({100 * result.controller_wall_s / max(wall, 1e-9):.0f}%)",
+                      highlight=False)
     return EXIT_OK
 
 

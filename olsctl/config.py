@@ -30,6 +30,21 @@ TOP_LEVEL: dict[str, tuple[Any, Any, str]] = {
     "skip_bad_lines": (bool, False, "count and skip malformed SWF lines instead of failing"),
     "power": (dict, None, "job power profiles, machine power states and a power cap "
                           "(omit for no power accounting)"),
+    "controller": (dict, None, "the online-simulation controller (omit to keep the "
+                               "active processors fixed)"),
+}
+
+#: ``controller:`` keys: (type, default, help).
+CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "interval_s": (float, 3600.0, "simulated seconds between ticks"),
+    "candidates": (dict, {"active_procs": {"fraction": [0.25, 0.375, 0.5, 0.625, 0.75, 0.875,
+                                                         1.0]}},
+                   "candidate settings: {active_procs: {fraction: [...]}}"),
+    "sla": (dict, {"metric": "mean_bsld", "max": 200.0},
+            "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number}"),
+    "cost": (str, "active_procs", "what makes a candidate cheaper: active_procs"),
+    "n_jobs": (int, 1, "what-ifs run in parallel (joblib workers; -1: all cores)"),
+    "backend": (str, "loky", "joblib backend (loky, threading, multiprocessing, dask, ...)"),
 }
 
 #: ``power:`` keys: (type, default, help). Watts and seconds per processor.
@@ -61,6 +76,7 @@ class RunConfig:
     strict: bool = False
     skip_bad_lines: bool = False
     power: dict | None = None
+    controller: dict | None = None
     base_dir: Path | None = None
     source: str = "<defaults>"
 
@@ -119,6 +135,8 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
         changes["policy"] = _check_policy(src, changes["policy"])
     if changes.get("power") is not None:
         changes["power"] = _check_power(src, changes["power"])
+    if changes.get("controller") is not None:
+        changes["controller"] = _check_controller(src, changes["controller"])
     cfg = replace(config, **changes)
     if cfg.procs is not None and cfg.procs < 1:
         raise ConfigError(f"{src}: procs: must be >= 1 (got {cfg.procs})")
@@ -196,6 +214,52 @@ def _check_power(src: str, spec: dict) -> dict:
     if out["idle_w"] > out["peak_w"]:
         raise ConfigError(f"{src}: power.idle_w: must not exceed peak_w ({out['peak_w']:g})")
     parse_cap(out["cap"], 1.0, f"{src}: power.cap")  # structure and order; watts later
+    return out
+
+
+def _check_controller(src: str, spec: dict) -> dict:
+    from olsctl.controller import SLA_METRICS
+
+    for key in spec:
+        if key not in CONTROLLER_KEYS:
+            raise ConfigError(f"{src}: controller.{key}: unknown key "
+                              f"(known: {', '.join(CONTROLLER_KEYS)})")
+    out = {}
+    for key, (kind, default, _help) in CONTROLLER_KEYS.items():
+        value = spec.get(key, default)
+        _check_type(src, f"controller.{key}", value, kind)
+        out[key] = float(value) if kind is float else value
+    if out["interval_s"] <= 0:
+        raise ConfigError(f"{src}: controller.interval_s: must be > 0 (got {out['interval_s']:g})")
+    cands = out["candidates"]
+    if set(cands) != {"active_procs"}:
+        raise ConfigError(f"{src}: controller.candidates: only active_procs is tunable here "
+                          f"(got {', '.join(sorted(cands)) or 'nothing'})")
+    ap = cands["active_procs"]
+    if not isinstance(ap, dict) or set(ap) != {"fraction"}:
+        raise ConfigError(f"{src}: controller.candidates.active_procs: must be {{fraction: [...]}}")
+    fr = ap["fraction"]
+    if not isinstance(fr, list) or not fr or any(
+            isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 for f in fr):
+        raise ConfigError(f"{src}: controller.candidates.active_procs.fraction: must be a "
+                          f"non-empty list of numbers in (0, 1] (got {fr!r})")
+    sla = out["sla"]
+    if set(sla) - {"metric", "max"}:
+        raise ConfigError(f"{src}: controller.sla.{sorted(set(sla) - {'metric', 'max'})[0]}: "
+                          f"unknown key (known: metric, max)")
+    metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
+    if metric not in SLA_METRICS:
+        raise ConfigError(f"{src}: controller.sla.metric: must be one of "
+                          f"{', '.join(SLA_METRICS)} (got {metric!r})")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+        raise ConfigError(f"{src}: controller.sla.max: must be a number > 0 (got {limit!r})")
+    if metric.endswith("bsld") and limit < 1:
+        raise ConfigError(f"{src}: controller.sla.max: a bounded slowdown is >= 1 (got {limit})")
+    out["sla"] = {"metric": metric, "max": float(limit)}
+    if out["cost"] != "active_procs":
+        raise ConfigError(f"{src}: controller.cost: must be active_procs (got {out['cost']!r})")
+    if out["n_jobs"] == 0 or out["n_jobs"] < -1:
+        raise ConfigError(f"{src}: controller.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
     return out
 
 

@@ -6,12 +6,14 @@ half-written output directory.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
+from olsctl.controller import Controller, ControllerSettings
 from olsctl.errors import ConfigError, SimulationError, TraceError
 from olsctl.metrics import job_columns, summarize, weekly
 from olsctl.output import power_csv, write_run
@@ -33,6 +35,7 @@ class RunResult:
     summary: dict
     out_dir: Path
     files: list[Path]
+    controller_wall_s: float = 0.0
 
 
 class _RichProgress(Progress):
@@ -86,10 +89,22 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
                                       sample_s=machine.sample_s)
         for t in cap.times_s[1:]:
             sim.at(t, lambda _sim: None)  # a pass when the cap changes
-    if progress_bar is not None:
-        with progress_bar:
-            records = sim.run()
-    else:
+    controller = None
+    if config.controller is not None:
+        c = config.controller
+        controller = Controller(ControllerSettings(
+            interval_s=c["interval_s"], fractions=tuple(c["candidates"]["active_procs"]["fraction"]),
+            sla_metric=c["sla"]["metric"], sla_max=c["sla"]["max"], n_jobs=c["n_jobs"],
+            backend=c["backend"]), config.policy)
+        controller.start(sim)
+    with ExitStack() as stack:
+        if controller is not None and controller.settings.n_jobs != 1:
+            from joblib import Parallel
+
+            controller.parallel = stack.enter_context(
+                Parallel(n_jobs=controller.settings.n_jobs, backend=controller.settings.backend))
+        if progress_bar is not None:
+            stack.enter_context(progress_bar)
         records = sim.run()
 
     if records.unstarted:
@@ -111,6 +126,9 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
                          header.first_int("TimeZone")),
     }
     extra_files: dict[str, str] = {}
+    if controller is not None:
+        summary["controller"] = controller.summary()
+        extra_files["decisions.jsonl"] = controller.jsonl()
     job_power = None
     if power is not None:
         profiles, machine, cap = power
@@ -126,7 +144,7 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     out_dir = Path(config.out)
     files = write_run(out_dir, job_columns(records), records.samples, summary,
                       extra_files, job_power)
-    return RunResult(summary, out_dir, files)
+    return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
 
 
 def _power_setup(config: RunConfig, workload):
