@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from olsctl.cli import main
-from olsctl.config import POWER_KEYS, TOP_LEVEL, load_config
+from olsctl.config import CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -97,7 +97,13 @@ def test_bundled_configs_load():
         load_config(path)
 
 
+def test_controller_reference_lists_every_controller_key():
+    table = README.split("### Controller", 1)[1].split("\n## ", 1)[0]
+    shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    assert shown == set(CONTROLLER_KEYS)
+
+
 def test_power_reference_lists_every_power_key():
-    table = README.split("### Power", 1)[1].split("\n## ", 1)[0]
+    table = README.split("### Power", 1)[1].split("\n### ", 1)[0]
     shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
     assert shown == set(POWER_KEYS)
