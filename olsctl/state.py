@@ -132,10 +132,10 @@ class SimState:
     def snapshot(self) -> "Snapshot":
         """Frozen copy of the jobs still in the system (running, then waiting in order)."""
         idx = [j for _, j in self.running] + list(self.queue)
-        pick = np.asarray(idx, dtype=np.int64)
 
         def col(values: list, dtype: type) -> np.ndarray:
-            return np.asarray(values, dtype=dtype)[pick] if idx else np.empty(0, dtype)
+            # only the jobs in the system: the cost follows them, not the workload
+            return np.asarray([values[j] for j in idx], dtype=dtype)
 
         return Snapshot(
             now_s=self.now_s,
