@@ -98,8 +98,12 @@ class SimState:
         self.started = started = []
         policy.schedule(self)
         if started:
-            gone = set(started)
-            self.queue = [j for j in self.queue if j not in gone]
+            queue, k = self.queue, len(started)
+            if queue[:k] == started:  # the usual case: the head of the queue started
+                self.queue = queue[k:]
+            else:
+                gone = set(started)
+                self.queue = [j for j in queue if j not in gone]
         return started
 
     # -- changes made by policies --------------------------------------------------------
