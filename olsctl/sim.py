@@ -2,7 +2,7 @@
 
 SimPy owns the clock and the event heap. Events at one instant run in this order, by
 SimPy priority: all completions, then all arrivals, then controller ticks and setting
-changes, then ONE scheduling pass (DESIGN.md). The pass, the bookkeeping and the policy
+changes, then ONE scheduling pass (README, Semantics). The pass, the bookkeeping and the policy
 are the same code the what-if engine runs (:mod:`olsctl.whatif`).
 """
 

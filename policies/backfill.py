@@ -1,7 +1,7 @@
 """The backfilling core: queue order x reservations x fit test, shared by every EASY-style
 policy (EASY is one queue over a processor count; MQBF is several queues over partitions).
 
-One pass (DESIGN.md, MQBF.md):
+One pass:
 
 - Phase A: queues are taken in the order of their head jobs; each starts jobs from its
   head while the head fits, and the first head that does not fit gets a reservation

@@ -1,4 +1,4 @@
-"""Multiple-queue backfilling (Lawson & Smirni), as ../shared/MQBF.md specifies it.
+"""Multiple-queue backfilling (Lawson & Smirni; the rules are summarised in the README).
 
 Jobs go to one of K queues by runtime estimate; each queue owns a partition of the
 active processors. A pass is the shared backfilling core (:mod:`.backfill`) over

@@ -1,8 +1,8 @@
 """Bad input through the CLI: malformed SWF traces, bad YAML configs and bad options.
 
 Every known input problem must end as ONE stderr line ``Kind: file[:line]: ...`` with exit
-code 2, no traceback, and no output directory (DESIGN.md "Workload loading", STYLE.md
-"Errors users can act on"). Also pins the lenient loading rules (drops are counted, never
+code 2, no traceback, and no output directory (the README's loading rules and error
+format). Also pins the lenient loading rules (drops are counted, never
 clipped), ``--skip-bad-lines``, a tiny end-to-end run and byte-for-byte determinism.
 
 Everything runs in-process through :func:`olsctl.cli.main` inside ``tmp_path``.

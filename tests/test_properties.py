@@ -5,7 +5,7 @@ machine or the active processors; the main simulator and the what-if engine agre
 blocked head starts exactly at the reservation it first got (exact estimates); a
 what-if from a snapshot reproduces the main simulator run on the workload cut at the
 snapshot time; changing the active processors never kills a job; and the main
-simulator matches a plain re-implementation of the DESIGN.md rules (an oracle).
+simulator matches a plain re-implementation of the EASY rules (an oracle).
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def test_changing_active_procs_never_kills_and_holds_back_starts(wl, data):
 # (vi) -----------------------------------------------------------------------------------------
 
 def reference_easy(wl, estimates: str, active: int) -> dict[int, float]:
-    """EASY/FCFS written out plainly from DESIGN.md, as an oracle: at each instant all
+    """EASY/FCFS written out plainly from the rules, as an oracle: at each instant all
     completions, then all arrivals, then one pass; jobs wider than ``active`` never start.
     Returns ``{job_id: start_s}`` of the jobs that started."""
     est = wl.estimate_s(estimates).tolist()

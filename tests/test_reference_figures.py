@@ -71,7 +71,7 @@ def test_other_logs_match_plain_loop(name, kept):
 
 
 def test_kth_mqbf_reference_figure():
-    # ../shared/MQBF.md: KTH-SP2, exact estimates, K = 4, default boundaries, all
+    # The published MQBF reference figure: KTH-SP2, exact estimates, K = 4, default boundaries, all
     # 100 processors: mean bounded slowdown 58.5090, mean wait 6665.60 s.
     from olsctl.metrics import summarize
 
