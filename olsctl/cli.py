@@ -73,6 +73,16 @@ def _parser() -> argparse.ArgumentParser:
     nrel.add_argument("--swf", required=True, help="SWF file to write")
     nrel.add_argument("--power", required=True, help="power CSV to write (job_id,mean_w)")
 
+    study = sub.add_parser("study", help="a grid of runs, in parallel, resumable",
+                           description="Run every point of a study's grid that is not "
+                                       "finished yet; results.csv lists the finished runs.")
+    study.add_argument("study", help="YAML study file (base config, grid, out, n_jobs, backend)")
+    study.add_argument("--out", help="study directory (overrides the file's out)")
+    study.add_argument("--n-jobs", type=int, help="runs in parallel (overrides the file's n_jobs)")
+    study.add_argument("--list", action="store_true",
+                       help="list the runs and which are finished; compute and write nothing")
+    study.add_argument("--quiet", action="store_true", help="print no table or progress")
+
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
@@ -95,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_trace_info(args, out)
         if args.command == "bench":
             return cmd_bench(args, out)
+        if args.command == "study":
+            return cmd_study(args, out, err)
         if args.command == "predict":
             return cmd_predict(args, out)
         if args.command == "convert":
@@ -155,6 +167,29 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                       f"({100 * result.controller_wall_s / max(wall, 1e-9):.0f}%)",
                       highlight=False)
     return EXIT_OK
+
+
+def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Exit 0 when every run of the grid is finished, 1 when some failed."""
+    from olsctl.study import (NULL_STUDY_PROGRESS, finished_runs, load_study, run_study,
+                              study_progress, study_table)
+
+    if args.n_jobs is not None and (args.n_jobs == 0 or args.n_jobs < -1):
+        raise ConfigError(f"command line: --n-jobs: must be >= 1 or -1 (got {args.n_jobs})")
+    study = load_study(args.study, out=args.out, n_jobs=args.n_jobs)
+    if args.list:
+        done = finished_runs(study) if study.out_dir.is_dir() else {}
+        out.print(study_table(study, done, {}, ids=True))
+        out.print(f"{len(study.points)} runs, {len(done)} finished in {study.out_dir}",
+                  highlight=False)
+        return EXIT_OK
+    result = run_study(study, NULL_STUDY_PROGRESS if args.quiet else study_progress(err))
+    if not args.quiet:
+        out.print(study_table(study, result.done, result.failed))
+        out.print(f"{len(result.done)} of {len(study.points)} runs finished ({result.computed} "
+                  f"computed now, {len(result.failed)} failed) in {result.wall_s:.1f} s; "
+                  f"results in {study.out_dir / 'results.csv'}", highlight=False)
+    return 1 if result.failed else EXIT_OK
 
 
 def cmd_trace_info(args: argparse.Namespace, out: Console) -> int:
