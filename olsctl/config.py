@@ -7,6 +7,7 @@ Command-line options override the file and are checked by the same code.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,12 +40,27 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "interval_s": (float, 3600.0, "simulated seconds between ticks"),
     "candidates": (dict, {"active_procs": {"fraction": [0.25, 0.375, 0.5, 0.625, 0.75, 0.875,
                                                          1.0]}},
-                   "candidate settings: {active_procs: {fraction: [...]}}"),
+                   "settings to try, combined: active_procs ({fraction: L} or {procs: L}), "
+                   "power_cap ({fraction: L} or {watts: L}), window (L); L is a list or "
+                   "{from, to, step}"),
     "sla": (dict, {"metric": "mean_bsld", "max": 200.0},
             "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number}"),
-    "cost": (str, "active_procs", "what makes a candidate cheaper: active_procs"),
+    "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
+                                     "power_cap, peak_power, or {weights: {name: w, ...}}"),
+    "search": (str, "grid", "grid (every candidate) or bisect (fewer what-ifs; assumes more "
+                            "processors never raise slowdown)"),
+    "arrivals": (str, "none", "arrivals in the what-ifs: none, recent (the last interval's, "
+                              "replayed) or oracle (the log's next interval, for studies)"),
+    "horizon": (object, "drain", "drain (until every job of the snapshot has started) or "
+                                 "seconds"),
+    "min_dwell_s": (float, 0.0, "keep a new setting at least this long"),
+    "max_step": (int, None, "move at most this many places in the active-processor list "
+                            "per tick"),
     "n_jobs": (int, 1, "what-ifs run in parallel (joblib workers; -1: all cores)"),
     "backend": (str, "loky", "joblib backend (loky, threading, multiprocessing, dask, ...)"),
+    "parallel_min_waiting": (int, 100, "ticks with fewer waiting jobs run their what-ifs in "
+                                       "process (too small to pay for a worker)"),
+    "seed": (int, 0, "seed passed to every what-if"),
 }
 
 #: ``power:`` keys: (type, default, help). Watts and seconds per processor.
@@ -218,49 +234,130 @@ def _check_power(src: str, spec: dict) -> dict:
 
 
 def _check_controller(src: str, spec: dict) -> dict:
-    from olsctl.controller import SLA_METRICS
+    from olsctl.controller import ARRIVAL_MODELS, COSTS, SEARCHES, SLA_METRICS
 
+    where = f"{src}: controller"
     for key in spec:
         if key not in CONTROLLER_KEYS:
-            raise ConfigError(f"{src}: controller.{key}: unknown key "
-                              f"(known: {', '.join(CONTROLLER_KEYS)})")
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(CONTROLLER_KEYS)})")
     out = {}
     for key, (kind, default, _help) in CONTROLLER_KEYS.items():
         value = spec.get(key, default)
-        _check_type(src, f"controller.{key}", value, kind)
+        if kind is not object and not (value is None and default is None):
+            _check_type(src, f"controller.{key}", value, kind)
         out[key] = float(value) if kind is float else value
     if out["interval_s"] <= 0:
-        raise ConfigError(f"{src}: controller.interval_s: must be > 0 (got {out['interval_s']:g})")
-    cands = out["candidates"]
-    if set(cands) != {"active_procs"}:
-        raise ConfigError(f"{src}: controller.candidates: only active_procs is tunable here "
-                          f"(got {', '.join(sorted(cands)) or 'nothing'})")
-    ap = cands["active_procs"]
-    if not isinstance(ap, dict) or set(ap) != {"fraction"}:
-        raise ConfigError(f"{src}: controller.candidates.active_procs: must be {{fraction: [...]}}")
-    fr = ap["fraction"]
-    if not isinstance(fr, list) or not fr or any(
-            isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 for f in fr):
-        raise ConfigError(f"{src}: controller.candidates.active_procs.fraction: must be a "
-                          f"non-empty list of numbers in (0, 1] (got {fr!r})")
+        raise ConfigError(f"{where}.interval_s: must be > 0 (got {out['interval_s']:g})")
+    out["candidates"] = _check_candidates(f"{where}.candidates", out["candidates"])
     sla = out["sla"]
     if set(sla) - {"metric", "max"}:
-        raise ConfigError(f"{src}: controller.sla.{sorted(set(sla) - {'metric', 'max'})[0]}: "
+        raise ConfigError(f"{where}.sla.{sorted(set(sla) - {'metric', 'max'})[0]}: "
                           f"unknown key (known: metric, max)")
     metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
     if metric not in SLA_METRICS:
-        raise ConfigError(f"{src}: controller.sla.metric: must be one of "
-                          f"{', '.join(SLA_METRICS)} (got {metric!r})")
+        raise ConfigError(f"{where}.sla.metric: must be one of {', '.join(SLA_METRICS)} "
+                          f"(got {metric!r})")
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-        raise ConfigError(f"{src}: controller.sla.max: must be a number > 0 (got {limit!r})")
+        raise ConfigError(f"{where}.sla.max: must be a number > 0 (got {limit!r})")
     if metric.endswith("bsld") and limit < 1:
-        raise ConfigError(f"{src}: controller.sla.max: a bounded slowdown is >= 1 (got {limit})")
+        raise ConfigError(f"{where}.sla.max: a bounded slowdown is >= 1 (got {limit})")
     out["sla"] = {"metric": metric, "max": float(limit)}
-    if out["cost"] != "active_procs":
-        raise ConfigError(f"{src}: controller.cost: must be active_procs (got {out['cost']!r})")
+    cost = out["cost"]
+    if isinstance(cost, str):
+        if cost not in COSTS:
+            raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
+                              f"{{weights: ...}} (got {cost!r})")
+    elif isinstance(cost, dict) and set(cost) == {"weights"} and isinstance(cost["weights"], dict) \
+            and cost["weights"]:
+        for name, w in cost["weights"].items():
+            if name not in COSTS:
+                raise ConfigError(f"{where}.cost.weights.{name}: must be one of {', '.join(COSTS)}")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                raise ConfigError(f"{where}.cost.weights.{name}: must be a number >= 0 (got {w!r})")
+    else:
+        raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
+                          f"{{weights: {{name: weight, ...}}}} (got {cost!r})")
+    for key, choices in (("search", SEARCHES), ("arrivals", ARRIVAL_MODELS)):
+        if out[key] not in choices:
+            raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)} "
+                              f"(got {out[key]!r})")
+    horizon = out["horizon"]
+    if horizon != "drain" and (isinstance(horizon, bool) or not isinstance(horizon, (int, float))
+                               or horizon <= 0):
+        raise ConfigError(f"{where}.horizon: must be drain or a number of seconds > 0 "
+                          f"(got {horizon!r})")
+    if out["min_dwell_s"] < 0:
+        raise ConfigError(f"{where}.min_dwell_s: must be >= 0 (got {out['min_dwell_s']:g})")
+    if out["max_step"] is not None and out["max_step"] < 1:
+        raise ConfigError(f"{where}.max_step: must be >= 1 (got {out['max_step']})")
     if out["n_jobs"] == 0 or out["n_jobs"] < -1:
-        raise ConfigError(f"{src}: controller.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
+        raise ConfigError(f"{where}.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
+    if out["parallel_min_waiting"] < 0:
+        raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
+                          f"(got {out['parallel_min_waiting']})")
     return out
+
+
+def _check_candidates(where: str, cands: dict) -> dict:
+    """Candidate lists as plain sorted lists: {active_procs: {fraction|procs: [...]},
+    power_cap: {fraction|watts: [...]}, window: [...]}."""
+    known = ("active_procs", "power_cap", "window")
+    for key in cands:
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown candidate setting (known: {', '.join(known)})")
+    out: dict[str, Any] = {}
+    ap = cands.get("active_procs", {"fraction": [1.0]})
+    if not isinstance(ap, dict) or len(ap) != 1 or next(iter(ap)) not in ("fraction", "procs"):
+        raise ConfigError(f"{where}.active_procs: must be {{fraction: [...]}} or {{procs: [...]}}")
+    kind = next(iter(ap))
+    if kind == "fraction":
+        values = _values(f"{where}.active_procs.fraction", ap[kind], float, 0.0, 1.0)
+    else:
+        values = _values(f"{where}.active_procs.procs", ap[kind], int, 1, None)
+    out["active_procs"] = {kind: values}
+    if "power_cap" in cands:
+        pc = cands["power_cap"]
+        if not isinstance(pc, dict) or len(pc) != 1 or next(iter(pc)) not in ("fraction", "watts"):
+            raise ConfigError(f"{where}.power_cap: must be {{fraction: [...]}} or {{watts: [...]}}")
+        kind = next(iter(pc))
+        values = _values(f"{where}.power_cap.{kind}", pc[kind], float, 0.0,
+                         10.0 if kind == "fraction" else None)
+        out["power_cap"] = {kind: values}
+    if "window" in cands:
+        out["window"] = _values(f"{where}.window", cands["window"], int, 1, None)
+    return out
+
+
+def _values(where: str, spec: Any, kind: type, low: float, high: float | None) -> list:
+    """A non-empty list of numbers in (low, high] (integers >= low for ``int``), given as
+    a list or as {from, to, step} (``to`` included when a step lands on it)."""
+    if isinstance(spec, dict):
+        if set(spec) != {"from", "to", "step"}:
+            raise ConfigError(f"{where}: a range needs exactly from, to and step")
+        for k in ("from", "to", "step"):
+            v = spec[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ConfigError(f"{where}.{k}: must be a number (got {v!r})")
+        a, b, step = spec["from"], spec["to"], spec["step"]
+        if step <= 0 or b < a:
+            raise ConfigError(f"{where}: a range needs step > 0 and to >= from")
+        n = int(math.floor((b - a) / step + 1e-9)) + 1
+        if n > 10_000:
+            raise ConfigError(f"{where}: the range has {n} values (at most 10000)")
+        spec = [round(a + i * step, 12) for i in range(n)]
+    if not isinstance(spec, list) or not spec:
+        raise ConfigError(f"{where}: must be a non-empty list or {{from, to, step}}")
+    for i, v in enumerate(spec):
+        bad = isinstance(v, bool) or not isinstance(v, (int, float))
+        if kind is int:
+            bad = bad or v != int(v) or v < low
+        else:
+            bad = bad or not v > low or (high is not None and v > high)
+        if bad:
+            rng = (f"an integer >= {low}" if kind is int else
+                   f"a number in ({low:g}, {high:g}]" if high is not None else f"a number > {low:g}")
+            raise ConfigError(f"{where}[{i}]: must be {rng} (got {v!r})")
+    return sorted({kind(v) for v in spec})
 
 
 def _check_type(src: str, key: str, value: Any, kind: type) -> None:

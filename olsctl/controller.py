@@ -2,17 +2,20 @@
 candidates that meet the slowdown SLA, apply the cheapest.
 
 Every ``interval_s`` of simulated time the controller snapshots the main simulator and
-runs :func:`what_if` for each candidate active-processor count, in parallel through
-joblib (any backend; the pool lasts the whole run). A what-if runs the snapshot forward
-with the candidate applied and no new arrivals until every job in it has started
-(Lawson & Smirni), and scores the jobs of the snapshot: their bounded slowdowns (known
-for running jobs, predicted for waiting ones) and waits. Among the candidates meeting
-the SLA the cheapest wins, ties to the larger machine; when none meets it, the one
-closest to it, and the tick is an SLA miss. The choice is applied to the main simulator
-at once (that instant's pass uses it) and written to ``decisions.jsonl``.
+runs :func:`what_if` for candidate settings (active processors x power caps x knapsack
+windows), through joblib (any backend; the pool lasts the whole run) or in process when
+a tick's work is too small to pay for shipping it. A what-if runs the snapshot forward
+with the candidate applied (no new arrivals by default, as Lawson & Smirni; or an
+arrivals model) until every job of the snapshot has started, or until a horizon, and
+scores the snapshot's jobs: bounded slowdowns (known for running jobs, predicted for
+waiting ones), waits, and with power the machine's energy and power over the coming
+interval. Among the candidates meeting the SLA the cheapest wins, ties to the larger
+machine; when none meets it, the one closest to it, and the tick is an SLA miss. The
+choice is applied at once (that instant's pass uses it) and logged in
+``decisions.jsonl``.
 
-:func:`what_if` is a pure top-level function of (snapshot, candidate, policy settings),
-so results do not depend on the number of workers or the backend.
+:func:`what_if` is a pure top-level function of (task, candidate, seed), so results do
+not depend on the number of workers or the backend.
 """
 
 from __future__ import annotations
@@ -20,134 +23,483 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field, replace
+from itertools import product
 from typing import Any, Sequence
 
 import numpy as np
 
-from olsctl.metrics import bounded_slowdown
 from olsctl.policies import make_policy
 from olsctl.state import Snapshot
-from olsctl.whatif import run_whatif
+from olsctl.whatif import JobTable, run_whatif
 
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
+COSTS = ("active_procs", "energy", "power_cap", "peak_power")
+ARRIVAL_MODELS = ("none", "recent", "oracle")
+SEARCHES = ("grid", "bisect")
+INF = math.inf
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """One setting to try: active processors, and (None: unchanged) a power cap in watts
+    and a knapsack window."""
+
+    active_procs: int
+    cap_w: float | None = None
+    window: int | None = None
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {"active_procs": self.active_procs}
+        if self.cap_w is not None:
+            out["cap_w"] = self.cap_w
+        if self.window is not None:
+            out["window"] = self.window
+        return out
+
+
+@dataclass(frozen=True)
+class WhatIfTask:
+    """Everything a what-if needs besides the candidate (picklable, shipped once per batch).
+
+    ``cost`` is a tuple of (name, weight) pairs; ``power_s`` the span over which energy and
+    power are predicted (the controller's interval); ``horizon_s`` None runs until every
+    snapshot job has started."""
+
+    snapshot: Snapshot
+    policy: dict
+    cost: tuple[tuple[str, float], ...] = (("active_procs", 1.0),)
+    arrivals: JobTable | None = None
+    arrivals_power: Any = None
+    horizon_s: float | None = None
+    power_s: float = 3600.0
+    wake_energy_j: float = 0.0
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One candidate's what-if: SLA metrics of the snapshot's jobs, and its cost."""
+    """One candidate's what-if: SLA metrics of the snapshot's jobs, power, and its cost.
 
-    active_procs: int
+    ``unstarted`` jobs could never start (the metrics are then infinite); ``censored`` jobs
+    were still waiting at the horizon (their waits count up to it, a lower bound)."""
+
+    candidate: Candidate
     jobs: int
     unstarted: int
+    censored: int
     mean_bsld: float
     p95_bsld: float
     mean_wait_s: float
     max_wait_s: float
     cost: float
+    queue_mean_bsld: tuple[float, ...] | None = None
+    energy_j: float | None = None
+    mean_power_w: float | None = None
+    peak_power_w: float | None = None
+    error: str | None = None
+
+    @property
+    def active_procs(self) -> int:
+        return self.candidate.active_procs
 
     def metric(self, name: str) -> float:
-        return math.inf if self.unstarted else getattr(self, name)
+        return INF if (self.unstarted or self.error) else getattr(self, name)
+
+    def as_dict(self) -> dict:
+        out = {**self.candidate.as_dict(), "jobs": self.jobs, "unstarted": self.unstarted}
+        if self.censored:
+            out["censored"] = self.censored
+        for name in SLA_METRICS:
+            out[name] = _json_float(getattr(self, name))
+        if self.queue_mean_bsld is not None:
+            out["queue_mean_bsld"] = [_json_float(v) for v in self.queue_mean_bsld]
+        if self.energy_j is not None:
+            out["energy_j"] = _json_float(self.energy_j)
+            out["mean_power_w"] = _json_float(self.mean_power_w)
+            out["peak_power_w"] = _json_float(self.peak_power_w)
+        out["cost"] = _json_float(self.cost)
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
-def what_if(snapshot: Snapshot, active_procs: int, policy: dict) -> Trial:
-    """Run ``snapshot`` with ``active_procs`` active under ``policy`` (settings) until all
-    its jobs have started; score its jobs. Pure: same inputs, same trial."""
-    snap = replace(snapshot, active_procs=int(active_procs))
-    res = run_whatif(snap, make_policy(policy))
-    n = int(res.job_id.size)
+def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
+    """Run the task's snapshot with ``candidate`` applied; score the snapshot's jobs.
+    Pure: the same inputs give the same trial (``seed`` is reserved for randomised
+    arrival models; the bundled ones are deterministic)."""
+    snap = task.snapshot
+    power = snap.power
+    if power is not None and candidate.cap_w is not None:
+        from olsctl.power.cap import CapSchedule
+
+        power = replace(power, cap=CapSchedule.constant(candidate.cap_w))
+    snap = replace(snap, active_procs=int(candidate.active_procs), power=power)
+    spec = task.policy
+    if candidate.window is not None:
+        spec = {**spec, "window": int(candidate.window)}
+    policy = make_policy(spec)
+    until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+    res = run_whatif(snap, policy, arrivals=task.arrivals,
+                     arrivals_power=task.arrivals_power, watch_snapshot=True, until_s=until)
+    n = snap.job_id.size
+    start = res.start_s[:n]
+    submit, runtime = res.submit_s[:n], res.runtime_s[:n]
+    unstarted_mask = np.isnan(start)
+    censored = 0
+    unstarted = int(unstarted_mask.sum())
+    if unstarted and task.horizon_s is not None:
+        # still waiting at the horizon: they have waited at least until then
+        start = np.where(unstarted_mask, until, start)
+        censored, unstarted = unstarted, 0
+    cost_parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
+    energy = mean_w = peak_w = None
+    if power is not None:
+        energy, mean_w, peak_w = _power_forecast(snap, res, task)
+        cost_parts.update(energy=energy, peak_power=peak_w,
+                          power_cap=float(power.cap.cap_at(snap.now_s)))
+    queue_bsld = None
     if n == 0:
-        return Trial(int(active_procs), 0, 0, 1.0, 1.0, 0.0, 0.0, float(active_procs))
-    started = ~np.isnan(res.start_s)
-    wait = np.where(started, res.start_s - res.submit_s, np.inf)
-    bsld = bounded_slowdown(wait, res.runtime_s)
-    unstarted = int((~started).sum())
-    if unstarted:
-        inf = float("inf")
-        return Trial(int(active_procs), n, unstarted, inf, inf, inf, inf, float(active_procs))
-    return Trial(int(active_procs), n, 0, float(bsld.mean()), float(np.percentile(bsld, 95)),
-                 float(wait.mean()), float(wait.max()), float(active_procs))
+        metrics = (1.0, 1.0, 0.0, 0.0)
+    elif unstarted:
+        metrics = (INF, INF, INF, INF)
+    else:
+        wait = start - submit
+        bsld = 1.0 + wait / np.maximum(runtime, 10.0)
+        metrics = (float(bsld.mean()), _p95(bsld), float(wait.mean()), float(wait.max()))
+        queue_index = getattr(policy, "queue_index", None)
+        if queue_index is not None:
+            q = np.asarray([queue_index(e) for e in snap.estimate_s.tolist()])
+            queue_bsld = tuple(float(bsld[q == k].mean()) if (q == k).any() else 1.0
+                               for k in range(policy.queues))
+    cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
+    return Trial(candidate, int(n), unstarted, censored, *metrics, float(cost), queue_bsld,
+                 energy, mean_w, peak_w)
+
+
+def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0) -> list[Trial]:
+    """:func:`what_if` for several candidates (one shipment of the task); a candidate
+    whose what-if raises gives a trial carrying the error instead."""
+    out = []
+    for c in candidates:
+        try:
+            out.append(what_if(task, c, seed))
+        except Exception as exc:  # reported in the decision log; the run goes on
+            out.append(_failed(task, c, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def _failed(task: WhatIfTask, c: Candidate, error: str) -> Trial:
+    return Trial(c, int(task.snapshot.job_id.size), 0, 0, INF, INF, INF, INF, INF, error=error)
+
+
+def _p95(values: np.ndarray) -> float:
+    return float(np.percentile(values, 95)) if values.size > 1 else float(values[0])
+
+
+def _power_forecast(snap: Snapshot, res, task: WhatIfTask) -> tuple[float, float, float]:
+    """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
+    the what-if: every job at its profile's mean power, idle active processors at idle
+    power, the rest asleep, plus the wakes the candidate needs."""
+    p = snap.power
+    now = snap.now_s
+    end = now + task.power_s
+    procs = res.procs.tolist()
+    start = res.start_s.tolist()
+    runtime = res.runtime_s.tolist()
+    mean_w = p.true_mean_w
+    n_power = len(mean_w)
+    events: dict[float, list[float]] = {}  # time -> [d busy procs, d busy watts]
+    for j, s in enumerate(start):
+        if s != s or s >= end or j >= n_power:
+            continue
+        e = s + runtime[j]
+        if e <= now:
+            continue
+        w = procs[j] * mean_w[j]
+        a = events.setdefault(max(s, now), [0.0, 0.0])
+        a[0] += procs[j]
+        a[1] += w
+        if e < end:
+            b = events.setdefault(e, [0.0, 0.0])
+            b[0] -= procs[j]
+            b[1] -= w
+    active, total = snap.active_procs, snap.total_procs
+    busy = busy_w = 0.0
+    energy = 0.0
+    peak = 0.0
+    times = sorted(events)
+    times.append(end)
+    t_prev = now
+    for t in times:
+        if t > t_prev:
+            idle = active - busy if active > busy else 0.0
+            asleep = total - (active if active > busy else busy)
+            watts = busy_w + p.idle_w * idle + p.sleep_w * asleep
+            energy += watts * (t - t_prev)
+            peak = watts if watts > peak else peak
+            t_prev = t
+        d = events.get(t)
+        if d is not None:
+            busy += d[0]
+            busy_w += d[1]
+    energy += task.wake_energy_j * max(0, snap.active_procs - task.snapshot.active_procs)
+    return energy, energy / task.power_s, peak
 
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    """Validated ``controller:`` settings."""
+    """Validated ``controller:`` settings (caps already in watts)."""
 
     interval_s: float = 3600.0
     fractions: tuple[float, ...] = (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
+    procs: tuple[int, ...] | None = None
+    caps_w: tuple[float, ...] | None = None
+    windows: tuple[int, ...] | None = None
     sla_metric: str = "mean_bsld"
     sla_max: float = 200.0
+    cost: tuple[tuple[str, float], ...] = (("active_procs", 1.0),)
+    search: str = "grid"
+    arrivals: str = "none"
+    horizon_s: float | None = None
+    min_dwell_s: float = 0.0
+    max_step: int | None = None
     n_jobs: int = 1
     backend: str = "loky"
+    parallel_min_waiting: int = 100
+    seed: int = 0
 
-    def candidates(self, total_procs: int) -> list[int]:
-        """Active-processor counts to try: the fractions of the machine, rounded, >= 1."""
+    def active_counts(self, total_procs: int) -> list[int]:
+        """Active-processor counts to try, ascending: the listed counts, or the fractions
+        of the machine rounded (at least 1)."""
+        if self.procs is not None:
+            return sorted({min(max(1, int(p)), total_procs) for p in self.procs})
         return sorted({max(1, int(round(f * total_procs))) for f in self.fractions})
+
+    def candidates(self, total_procs: int) -> list[Candidate]:
+        caps = sorted(set(self.caps_w)) if self.caps_w else [None]
+        windows = sorted(set(self.windows)) if self.windows else [None]
+        return [Candidate(a, c, w) for c, w, a in
+                product(caps, windows, self.active_counts(total_procs))]
 
 
 def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, str, bool]:
-    """The cheapest trial meeting ``metric <= limit`` (ties: larger machine), else the one
-    closest to it (ties: larger machine). Returns (trial, reason, SLA met)."""
+    """The cheapest trial meeting ``metric <= limit`` (ties: larger machine, then higher
+    cap, larger window), else the one closest to it (same ties). Returns (trial, reason,
+    SLA met)."""
+    def bigger(t: Trial) -> tuple:
+        c = t.candidate
+        return (-c.active_procs, -(INF if c.cap_w is None else c.cap_w),
+                -(0 if c.window is None else c.window))
+
     ok = [t for t in trials if t.metric(metric) <= limit]
     if ok:
-        best = min(ok, key=lambda t: (t.cost, -t.active_procs))
+        best = min(ok, key=lambda t: (t.cost, *bigger(t)))
         return best, "cheapest meeting the SLA", True
-    best = min(trials, key=lambda t: (t.metric(metric), -t.active_procs))
+    best = min(trials, key=lambda t: (t.metric(metric), *bigger(t)))
     return best, "no candidate meets the SLA: closest to it", False
 
 
 @dataclass
 class Controller:
-    """Drives ticks on a :class:`olsctl.sim.MainSimulator`; keeps the decision log."""
+    """Drives ticks on a :class:`olsctl.sim.MainSimulator`; keeps the decision log.
+
+    ``jobs`` (the workload as a :class:`JobTable`, in the main state's job order) feeds
+    the ``recent`` and ``oracle`` arrival models; ``wake_energy_j`` the energy forecast."""
 
     settings: ControllerSettings
     policy: dict
     parallel: Any = None  # a joblib.Parallel kept open for the run (None: in process)
+    jobs: JobTable | None = None
+    wake_energy_j: float = 0.0
+    #: the function a batch of what-ifs runs (a top-level function, shipped to workers)
+    batch: Any = what_if_batch
     decisions: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
+    whatifs: int = 0
+    _current: Candidate | None = None
+    _last_change_s: float = -INF
+    _submit: list[float] = field(default_factory=list)
 
     def start(self, sim) -> None:
         """Schedule the first tick at the first submission."""
         sim.at(sim.env.now, self._tick)
 
+    # -- one tick -------------------------------------------------------------------------
     def _tick(self, sim) -> None:
         t0 = time.perf_counter()
-        snap = sim.state.snapshot()
-        cands = self.settings.candidates(sim.state.total_procs)
-        if self.parallel is None or len(cands) < 2:
-            trials = [what_if(snap, c, self.policy) for c in cands]
+        st = sim.state
+        now = sim.env.now
+        if self._current is None:
+            cap = None
+            if self.settings.caps_w and st.power is not None:
+                cap = float(st.power.cap.cap_at(now))
+            self._current = Candidate(st.active_procs, cap, self._policy_window())
+        snap = st.snapshot()
+        record: dict[str, Any] = {"time_s": now, "running": snap.n_running,
+                                  "waiting": snap.n_waiting}
+        s = self.settings
+        if now - self._last_change_s < s.min_dwell_s:
+            record.update(trials=[], chosen=self._current.as_dict(),
+                          reason=f"kept: changed less than min_dwell_s ago", sla_met=None)
         else:
-            from joblib import delayed
-
-            trials = list(self.parallel(delayed(what_if)(snap, c, self.policy) for c in cands))
-        best, reason, met = choose(trials, self.settings.sla_metric, self.settings.sla_max)
-        sim.set_active_procs(best.active_procs)
+            task = self._task(sim, snap)
+            cands = s.candidates(st.total_procs)
+            try:
+                trials = self._search(task, cands, snap.n_waiting)
+                failed = [t for t in trials if t.error is not None]
+            except Exception as exc:  # e.g. a worker process died
+                trials = []
+                failed = [f"{type(exc).__name__}: {exc}"]
+            if failed:
+                record.update(trials=[t.as_dict() for t in trials], chosen=self._current.as_dict(),
+                              reason="kept: a what-if failed", sla_met=None,
+                              failure=failed[0] if isinstance(failed[0], str) else failed[0].error)
+            else:
+                best, reason, met = choose(trials, s.sla_metric, s.sla_max)
+                chosen = self._limit_step(best.candidate, s.active_counts(st.total_procs))
+                if chosen != best.candidate:
+                    reason += f"; limited to max_step {s.max_step}"
+                record.update(trials=[t.as_dict() for t in trials], chosen=chosen.as_dict(),
+                              reason=reason, sla_met=met)
+                self._apply(sim, chosen)
         self.wall_s += time.perf_counter() - t0
-        self.decisions.append({
-            "time_s": sim.env.now,
-            "running": snap.n_running,
-            "waiting": snap.n_waiting,
-            "trials": [_finite(asdict(t)) for t in trials],
-            "chosen_active_procs": best.active_procs,
-            "reason": reason,
-            "sla_met": met,
-        })
+        self.decisions.append(record)
         if not sim.finished:
-            sim.at(sim.env.now + self.settings.interval_s, self._tick)
+            sim.at(now + s.interval_s, self._tick)
 
+    def _policy_window(self) -> int | None:
+        if not self.settings.windows:
+            return None
+        return int(make_policy(self.policy).window)
+
+    def _task(self, sim, snap: Snapshot) -> WhatIfTask:
+        s = self.settings
+        arrivals = arrivals_power = None
+        if s.arrivals != "none" and self.jobs is not None:
+            if not self._submit:
+                self._submit = self.jobs.submit_s.tolist()
+            now = snap.now_s
+            if s.arrivals == "oracle":
+                lo, hi = bisect_right(self._submit, now), bisect_right(self._submit, now + s.interval_s)
+                shift = 0.0
+            else:  # recent: the last interval's arrivals, replayed one interval later
+                lo = bisect_right(self._submit, now - s.interval_s)
+                hi = bisect_right(self._submit, now)
+                shift = s.interval_s
+            if hi > lo:
+                t = self.jobs
+                arrivals = JobTable(t.job_id[lo:hi], t.submit_s[lo:hi] + shift, t.procs[lo:hi],
+                                    t.estimate_s[lo:hi], t.runtime_s[lo:hi])
+                if sim.state.power is not None:
+                    arrivals_power = sim.state.power.subset(list(range(lo, hi)))
+        return WhatIfTask(snap, self.policy, s.cost, arrivals, arrivals_power, s.horizon_s,
+                          s.interval_s, self.wake_energy_j)
+
+    def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
+        self.whatifs += len(cands)
+        s = self.settings
+        if self.parallel is None or len(cands) < 2 or waiting < s.parallel_min_waiting:
+            return self.batch(task, cands, s.seed)
+        from joblib import delayed
+
+        n = min(len(cands), _workers(self.parallel))
+        chunks = [cands[i::n] for i in range(n)]
+        parts = self.parallel(delayed(self.batch)(task, c, s.seed) for c in chunks)
+        by_cand = {t.candidate: t for part in parts for t in part}
+        return [by_cand[c] for c in cands]
+
+    def _search(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
+        s = self.settings
+        if s.search == "grid":
+            return self._evaluate(task, cands, waiting)
+        # bisect: per (cap, window), the smallest active count meeting the SLA, assuming
+        # more processors never hurt; all groups advance together, one probe each per round
+        groups: dict[tuple, list[Candidate]] = {}
+        for c in cands:
+            groups.setdefault((c.cap_w, c.window), []).append(c)
+        bounds = {k: [0, len(g)] for k, g in groups.items()}
+        done: dict[Candidate, Trial] = {}
+        while True:
+            probes = []
+            for k, (lo, hi) in bounds.items():
+                if lo < hi:
+                    probes.append(groups[k][(lo + hi) // 2])
+            if not probes:
+                break
+            for t in self._evaluate(task, probes, waiting):
+                done[t.candidate] = t
+                if t.error is not None:
+                    return [done[c] for c in cands if c in done]
+            for k, b in bounds.items():
+                lo, hi = b
+                if lo < hi:
+                    mid = (lo + hi) // 2
+                    if done[groups[k][mid]].metric(s.sla_metric) <= s.sla_max:
+                        b[1] = mid
+                    else:
+                        b[0] = mid + 1
+        return [done[c] for c in cands if c in done]
+
+    def _limit_step(self, chosen: Candidate, counts: list[int]) -> Candidate:
+        step = self.settings.max_step
+        if step is None:
+            return chosen
+        here = bisect_left(counts, self._current.active_procs)
+        here = min(here, len(counts) - 1)
+        want = counts.index(chosen.active_procs)
+        if abs(want - here) <= step:
+            return chosen
+        to = here + step if want > here else here - step
+        return replace(chosen, active_procs=counts[to])
+
+    def _apply(self, sim, c: Candidate) -> None:
+        cur = self._current
+        if c == cur:
+            return
+        if c.active_procs != sim.state.active_procs:
+            sim.set_active_procs(c.active_procs)
+        if c.cap_w is not None and c.cap_w != cur.cap_w:
+            sim.set_cap(c.cap_w)
+        if c.window is not None and c.window != cur.window:
+            sim.policy = make_policy({**self.policy, "window": c.window})
+        self._current = c
+        self._last_change_s = sim.env.now
+
+    # -- outputs --------------------------------------------------------------------------
     def jsonl(self) -> str:
-        return "".join(json.dumps(d, sort_keys=False) + "\n" for d in self.decisions)
+        return "".join(json.dumps(d) + "\n" for d in self.decisions)
 
     def summary(self) -> dict:
-        ticks = len(self.decisions)
-        return {"ticks": ticks,
-                "sla_misses": sum(1 for d in self.decisions if not d["sla_met"]),
-                "interval_s": self.settings.interval_s,
-                "candidates": list(self.settings.fractions),
-                "sla": {"metric": self.settings.sla_metric, "max": self.settings.sla_max}}
+        s = self.settings
+        ticks = [d for d in self.decisions if d["trials"]]
+        changes = 0
+        prev = None
+        for d in self.decisions:
+            if prev is not None and d["chosen"] != prev:
+                changes += 1
+            prev = d["chosen"]
+        return {"ticks": len(self.decisions),
+                "sla_misses": sum(1 for d in ticks if d["sla_met"] is False),
+                "failures": sum(1 for d in self.decisions if "failure" in d),
+                "changes": changes,
+                "whatifs": self.whatifs,
+                "interval_s": s.interval_s,
+                "search": s.search,
+                "arrivals": s.arrivals,
+                "horizon_s": s.horizon_s,
+                "sla": {"metric": s.sla_metric, "max": s.sla_max}}
 
 
-def _finite(d: dict) -> dict:
+def _workers(parallel) -> int:
+    n = getattr(parallel, "n_jobs", 1) or 1
+    if n < 0:
+        import os
+
+        n = max(1, (os.cpu_count() or 1) + 1 + n)
+    return n
+
+
+def _json_float(v: float | None) -> float | None:
     """JSON has no infinity: write it as null."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in d.items()}
+    return None if v is None or not math.isfinite(v) else v

@@ -27,6 +27,7 @@ from olsctl.power.runtime import power_state
 POWER_POLICIES = ("naive-cap", "knapsack", "greedy-knapsack", "easy-power")
 from olsctl.policies import make_policy
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
+from olsctl.whatif import JobTable
 from olsctl.workload import load_workload, resolve_trace
 
 
@@ -91,11 +92,8 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
             sim.at(t, lambda _sim: None)  # a pass when the cap changes
     controller = None
     if config.controller is not None:
-        c = config.controller
-        controller = Controller(ControllerSettings(
-            interval_s=c["interval_s"], fractions=tuple(c["candidates"]["active_procs"]["fraction"]),
-            sla_metric=c["sla"]["metric"], sla_max=c["sla"]["max"], n_jobs=c["n_jobs"],
-            backend=c["backend"]), config.policy)
+        controller = _controller(config, workload, estimates,
+                                 None if power is None else power[1])
         controller.start(sim)
     with ExitStack() as stack:
         if controller is not None and controller.settings.n_jobs != 1:
@@ -133,6 +131,7 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     if power is not None:
         profiles, machine, cap = power
         index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
+        cap = sim.state.power.cap  # with the controller's changes, if any
         tl = accounting.timeline(records, profiles, index_of, machine, cap)
         smp = accounting.samples(tl, machine.sample_s)
         summary["power"] = {**accounting.summary(tl, smp), "cap": config.power["cap"],
@@ -145,6 +144,44 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     files = write_run(out_dir, job_columns(records), records.samples, summary,
                       extra_files, job_power)
     return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
+
+
+def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
+    """The controller of a run, from its validated ``controller`` section."""
+    c = config.controller
+    src = f"{config.source}: controller"
+    cands = c["candidates"]
+    ap = cands["active_procs"]
+    caps_w = windows = None
+    if "power_cap" in cands:
+        if machine is None:
+            raise ConfigError(f"{src}.candidates.power_cap: needs a power section")
+        kind, values = next(iter(cands["power_cap"].items()))
+        peak = workload.machine_procs * machine.peak_w
+        caps_w = tuple(v * peak if kind == "fraction" else float(v) for v in values)
+    if "window" in cands:
+        if "window" not in config.policy:
+            raise ConfigError(f"{src}.candidates.window: policy {config.policy['name']} has "
+                              f"no window")
+        windows = tuple(cands["window"])
+    cost = c["cost"]
+    weights = (((cost, 1.0),) if isinstance(cost, str)
+               else tuple((k, float(v)) for k, v in cost["weights"].items()))
+    if machine is None and any(name != "active_procs" for name, _ in weights):
+        raise ConfigError(f"{src}.cost: {', '.join(n for n, _ in weights)} needs a power section")
+    settings = ControllerSettings(
+        interval_s=c["interval_s"],
+        fractions=tuple(ap.get("fraction", ())), procs=tuple(ap["procs"]) if "procs" in ap else None,
+        caps_w=caps_w, windows=windows,
+        sla_metric=c["sla"]["metric"], sla_max=c["sla"]["max"], cost=weights,
+        search=c["search"], arrivals=c["arrivals"],
+        horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),
+        min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
+        backend=c["backend"], parallel_min_waiting=c["parallel_min_waiting"], seed=c["seed"])
+    jobs = JobTable(workload.job_id, workload.submit_s, workload.procs, estimates,
+                    workload.runtime_s)
+    return Controller(settings, config.policy, jobs=jobs,
+                      wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
 
 
 def _power_setup(config: RunConfig, workload):

@@ -9,6 +9,7 @@ are the same code the what-if engine runs (:mod:`olsctl.whatif`).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Callable
 
 import numpy as np
@@ -104,6 +105,21 @@ class MainSimulator:
         if not 0 <= n <= self.state.total_procs:
             raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
         self.state.active_procs = int(n)
+
+    def set_cap(self, cap_w: float) -> None:
+        """Change the power cap from now on (from an :meth:`at` function); the cap
+        schedule keeps the history, so accounting measures CSR against the cap in force."""
+        from olsctl.power.cap import CapSchedule
+
+        power = self.state.power
+        if power is None:
+            raise ValueError("set_cap needs a run with power")
+        now = self.env.now
+        keep = bisect_right(power.cap.times_s, now)
+        times, caps = power.cap.times_s[:keep], power.cap.caps_w[:keep]
+        if times[-1] == now:
+            times, caps = times[:-1], caps[:-1]
+        power.cap = CapSchedule(times + (now,), caps + (float(cap_w),))
 
     def run(self) -> RunRecords:
         """Run to the end of the workload (every job started and finished)."""

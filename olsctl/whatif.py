@@ -60,11 +60,16 @@ def run_whatif(
     arrivals: JobTable | None = None,
     checker: Checker = NULL_CHECKER,
     arrivals_power=None,
+    watch_snapshot: bool = False,
+    until_s: float = INF,
 ) -> WhatIfResult:
     """Run ``snapshot`` forward under ``policy`` until every job has started.
 
     ``arrivals`` (submit times >= the snapshot time) join the queue at their submit times;
     with power, ``arrivals_power`` is their :class:`olsctl.power.runtime.PowerState`.
+    With ``watch_snapshot`` the run stops once the snapshot's own jobs have all started
+    (later arrivals may still wait); it never goes past ``until_s`` (jobs not started by
+    then keep a NaN start).
     """
     state = SimState.from_snapshot(snapshot, checker)
     n_snap = len(state.job_id)
@@ -82,6 +87,7 @@ def run_whatif(
     heap = [(state.start_s[j] + runtime[j], j) for _, j in state.running]
     heapify(heap)
     queue_left = len(state.queue)
+    snap_left = queue_left if watch_snapshot else -1
     a = 0
     now = state.now_s
     # Arrivals due exactly at the snapshot time join before the first pass.
@@ -96,12 +102,14 @@ def run_whatif(
             queue_left -= len(started)
             for j in started:
                 heappush(heap, (now + runtime[j], j))
-        if queue_left == 0 and a == n_arr:
+                if j < n_snap:
+                    snap_left -= 1
+        if (queue_left == 0 and a == n_arr) or snap_left == 0:
             break
         t_done = heap[0][0] if heap else INF
         t_arr = arr_time[a] if a < n_arr else INF
         now = t_done if t_done < t_arr else t_arr
-        if now == INF:
+        if now == INF or now > until_s:
             break
         state.now_s = now
         while heap and heap[0][0] == now:

@@ -6,23 +6,39 @@ import math
 
 import pytest
 
-from conftest import make_main, workload_from_rows
+from dataclasses import replace
+
+from conftest import make_main, starts_of, workload_from_rows
 from olsctl.cli import main
 from olsctl.config import build_config
-from olsctl.controller import Controller, ControllerSettings, Trial, choose, what_if
+from olsctl.controller import (Candidate, Controller, ControllerSettings, Trial, WhatIfTask,
+                               choose, what_if)
 from olsctl.errors import ConfigError
+from olsctl.whatif import JobTable
 
 
-def _trial(active, bsld, unstarted=0):
-    return Trial(active, 3, unstarted, bsld, bsld, 0.0, 0.0, float(active))
+def _trial(active, bsld, unstarted=0, cost=None, cap=None):
+    return Trial(Candidate(active, cap), 3, unstarted, 0, bsld, bsld, 0.0, 0.0,
+                 float(active if cost is None else cost))
+
+
+def _snapshot_at(w, t, active=None):
+    sim = make_main(w, active_procs=active)
+    snaps = []
+    sim.at(t, lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    return snaps[0]
 
 
 def test_choose_cheapest_meeting_the_sla_ties_to_the_larger_machine():
     trials = [_trial(2, 250.0), _trial(4, 150.0), _trial(6, 100.0), _trial(8, 1.0)]
     best, reason, met = choose(trials, "mean_bsld", 200.0)
     assert best.active_procs == 4 and met and reason == "cheapest meeting the SLA"
-    same_cost = [Trial(4, 1, 0, 5.0, 5.0, 0, 0, 1.0), Trial(8, 1, 0, 5.0, 5.0, 0, 0, 1.0)]
+    same_cost = [_trial(4, 5.0, cost=1.0), _trial(8, 5.0, cost=1.0)]
     assert choose(same_cost, "mean_bsld", 200.0)[0].active_procs == 8
+    # with equal cost and machine, the higher cap wins
+    caps = [_trial(8, 5.0, cost=1.0, cap=100.0), _trial(8, 5.0, cost=1.0, cap=200.0)]
+    assert choose(caps, "mean_bsld", 200.0)[0].candidate.cap_w == 200.0
 
 
 def test_choose_closest_when_none_meets_and_unstarted_jobs_count_as_infinite():
@@ -37,14 +53,45 @@ def test_what_if_scores_the_snapshot_jobs_by_hand():
     # With 4 active: job 1 runs 0-100, job 2 waits 100 s: bsld 1 and 1 + 100/10 = 11.
     # With 2 active: job 1 can never start (unstarted), the trial fails the SLA.
     w = workload_from_rows([(1, 0, 100, 4), (2, 0, 10, 2)], 4)
-    sim = make_main(w)
-    snaps = []
-    sim.at(0, lambda s: snaps.append(s.state.snapshot()))
-    sim.run()
-    full = what_if(snaps[0], 4, {"name": "easy"})
+    task = WhatIfTask(_snapshot_at(w, 0), {"name": "easy"})
+    full = what_if(task, Candidate(4))
     assert (full.mean_bsld, full.max_wait_s, full.unstarted) == (6.0, 100.0, 0)
-    half = what_if(snaps[0], 2, {"name": "easy"})
+    assert full.p95_bsld == pytest.approx(11 - 0.05 * 10)  # numpy's linear interpolation
+    half = what_if(task, Candidate(2))
     assert half.unstarted == 1 and half.metric("mean_bsld") == math.inf
+    # a 50 s horizon: job 2 is still waiting then, its wait counts as 50 s (censored)
+    short = what_if(replace(task, horizon_s=50.0), Candidate(4))
+    assert (short.censored, short.unstarted, short.max_wait_s) == (1, 0, 50.0)
+    assert short.mean_bsld == pytest.approx((1 + 1 + 50 / 10) / 2)
+
+
+def test_what_if_arrival_models_compete_with_the_snapshot_jobs():
+    # 3 processors, interval 100 s, snapshot at t=100: job 1 (2 procs) runs 0-300; job 2
+    # (2 procs, 100 s) waits, reserved at 300 with 1 extra processor; job 3 (3 procs, 50 s)
+    # waits behind it. Without arrivals job 2 starts at 300 and job 3 at 400 (wait 340).
+    # "oracle" feeds job 4 (1 proc, 1000 s, submitted at 150): it backfills on the extra
+    # processor and holds it until 1150, so job 3 starts only then (wait 1090). "recent"
+    # replays the last interval's arrivals (jobs 2 and 3, at 150 and 160): they queue
+    # behind the snapshot's jobs and change nothing for them.
+    w = workload_from_rows([(1, 0, 300, 2), (2, 50, 100, 2), (3, 60, 50, 3),
+                            (4, 150, 1000, 1)], 3)
+    jobs = JobTable(w.job_id, w.submit_s, w.procs, w.runtime_s, w.runtime_s)
+    waits = {}
+    for model in ("none", "recent", "oracle"):
+        ctl = Controller(ControllerSettings(interval_s=100.0, fractions=(1.0,), arrivals=model),
+                         {"name": "easy"}, jobs=jobs)
+        sim = make_main(w)
+        tasks = []
+        sim.at(100, lambda s: tasks.append(ctl._task(s, s.state.snapshot())))
+        sim.run()
+        task = tasks[0]
+        arrived = None if task.arrivals is None else (task.arrivals.job_id.tolist(),
+                                                      task.arrivals.submit_s.tolist())
+        trial = what_if(task, Candidate(3))
+        waits[model] = (arrived, trial.jobs, trial.max_wait_s)
+    assert waits == {"none": (None, 3, 340.0),
+                     "recent": (([2, 3], [150.0, 160.0]), 3, 340.0),
+                     "oracle": (([4], [150.0]), 3, 1090.0)}
 
 
 def test_a_tick_applies_the_choice_to_the_main_simulator():
@@ -56,9 +103,121 @@ def test_a_tick_applies_the_choice_to_the_main_simulator():
     ctl.start(sim)
     rec = sim.run()
     # ticks while work remains: at 3600 job 2 has yet to arrive, so one more at 7200
-    assert [d["chosen_active_procs"] for d in ctl.decisions] == [2, 2, 2]
+    assert [d["chosen"]["active_procs"] for d in ctl.decisions] == [2, 2, 2]
     assert [d["time_s"] for d in ctl.decisions] == [0, 3600, 7200]
     assert max(rec.samples.active_procs[1:]) == 2
+    assert ctl.summary()["changes"] == 0 and ctl.summary()["whatifs"] == 6
+
+
+def _busy_then_quiet():
+    # 8 processors: a burst of 8 half-machine jobs at t=0 (all 8 processors give mean
+    # bounded slowdown 2.5, 6 only 4.5), then a lone short job every hour
+    rows = [(i, 0, 1800, 4) for i in range(1, 9)]
+    rows += [(100 + k, 3600 * k, 60, 1) for k in range(4, 12)]
+    return workload_from_rows(rows, 8)
+
+
+def test_bisect_finds_the_same_choice_as_grid_with_fewer_what_ifs():
+    w = _busy_then_quiet()
+    runs = {}
+    for search in ("grid", "bisect"):
+        sim = make_main(w)
+        ctl = Controller(ControllerSettings(interval_s=900.0, search=search,
+                                            sla_max=3.0), {"name": "easy"})
+        ctl.start(sim)
+        runs[search] = (starts_of(sim.run()), ctl)
+    grid, bis = runs["grid"][1], runs["bisect"][1]
+    assert runs["grid"][0] == runs["bisect"][0]
+    assert [d["chosen"] for d in grid.decisions] == [d["chosen"] for d in bis.decisions]
+    assert len({d["chosen"]["active_procs"] for d in grid.decisions}) > 1  # it does move
+    assert bis.whatifs < grid.whatifs
+    assert bis.whatifs <= 3 * len(bis.decisions)  # 7 candidates: 3 probes a tick
+
+
+def test_min_dwell_and_max_step_hold_the_machine_steady():
+    w = _busy_then_quiet()
+    free = ControllerSettings(interval_s=900.0, sla_max=3.0)
+    steady = replace(free, min_dwell_s=3600.0, max_step=1)
+    seen = {}
+    for name, settings in (("free", free), ("steady", steady)):
+        sim = make_main(w)
+        ctl = Controller(settings, {"name": "easy"})
+        ctl.start(sim)
+        sim.run()
+        seen[name] = ctl
+    counts = ControllerSettings().active_counts(8)
+    assert counts == [2, 3, 4, 5, 6, 7, 8]
+    last_change, prev = None, 8
+    for d in seen["steady"].decisions:
+        a = d["chosen"]["active_procs"]
+        assert abs(counts.index(a) - counts.index(prev)) <= 1
+        if a != prev:
+            assert last_change is None or d["time_s"] - last_change >= 3600
+            last_change = d["time_s"]
+        prev = a
+    assert any(d["reason"].startswith("kept: changed less than") for d in seen["steady"].decisions)
+    assert prev == 2  # it still gets down to the smallest machine, one step at a time
+    jumps = [abs(counts.index(a["chosen"]["active_procs"]) - counts.index(b["chosen"]["active_procs"]))
+             for a, b in zip(seen["free"].decisions, seen["free"].decisions[1:])]
+    assert max(jumps) > 1  # without the limits it jumps
+
+
+def _die_at_1800(task, candidates, seed=0):
+    """A batch of what-ifs whose worker process dies at the tick of t=1800."""
+    import os
+
+    from olsctl.controller import what_if_batch
+
+    if task.snapshot.now_s == 1800.0:
+        os._exit(3)
+    return what_if_batch(task, candidates, seed)
+
+
+def test_a_worker_that_dies_keeps_the_current_setting_and_the_run_goes_on():
+    from joblib import Parallel
+
+    w = _busy_then_quiet()
+    sim = make_main(w)
+    ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
+                                        parallel_min_waiting=0), {"name": "easy"},
+                     batch=_die_at_1800)
+    ctl.start(sim)
+    with Parallel(n_jobs=2, backend="loky") as parallel:
+        ctl.parallel = parallel
+        rec = sim.run()
+    assert len(rec.jobs) == len(w)
+    by_time = {d["time_s"]: d for d in ctl.decisions}
+    bad = by_time[1800.0]
+    assert bad["reason"] == "kept: a what-if failed" and bad["trials"] == []
+    assert "Terminated" in bad["failure"] or "died" in bad["failure"].lower()
+    assert bad["chosen"] == by_time[900.0]["chosen"]
+    assert by_time[2700.0]["trials"]  # the pool came back for the next tick
+
+
+def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch):
+    import olsctl.controller as ctlmod
+
+    w = _busy_then_quiet()
+    real = ctlmod.what_if
+    calls = {"n": 0}
+
+    def flaky(task, candidate, seed=0):
+        calls["n"] += 1
+        if task.snapshot.now_s == 1800.0:
+            raise RuntimeError("what-if exploded")
+        return real(task, candidate, seed)
+
+    monkeypatch.setattr(ctlmod, "what_if", flaky)
+    sim = make_main(w)
+    ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0), {"name": "easy"})
+    ctl.start(sim)
+    rec = sim.run()
+    assert len(rec.jobs) == len(w)
+    bad = [d for d in ctl.decisions if d["time_s"] == 1800.0][0]
+    assert bad["reason"] == "kept: a what-if failed" and "exploded" in bad["failure"]
+    before = [d for d in ctl.decisions if d["time_s"] == 900.0][0]
+    assert bad["chosen"] == before["chosen"]
+    assert ctl.summary()["failures"] == 1
 
 
 def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch):
@@ -87,7 +246,15 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
      "controller.candidates.active_procs.fraction"),
     ({"sla": {"metric": "speed", "max": 3}}, "controller.sla.metric"),
     ({"sla": {"metric": "mean_bsld", "max": 0.5}}, "controller.sla.max"),
-    ({"cost": "energy"}, "controller.cost"),
+    ({"cost": "money"}, "controller.cost"),
+    ({"cost": {"weights": {"energy": -1}}}, "controller.cost.weights.energy"),
+    ({"search": "random"}, "controller.search"),
+    ({"arrivals": "poisson"}, "controller.arrivals"),
+    ({"horizon": -5}, "controller.horizon"),
+    ({"max_step": 0}, "controller.max_step"),
+    ({"candidates": {"window": {"from": 5, "to": 1, "step": 1}}}, "controller.candidates.window"),
+    ({"candidates": {"power_cap": {"fraction": [0.5, 11]}}},
+     "controller.candidates.power_cap.fraction[1]"),
     ({"n_jobs": 0}, "controller.n_jobs"),
     ({"knob": 1}, "controller.knob"),
 ])
