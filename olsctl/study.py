@@ -46,6 +46,7 @@ import yaml
 from olsctl.config import TOP_LEVEL, RunConfig, build_config
 from olsctl.errors import ConfigError, OlsctlError, TraceError
 from olsctl.output import json_text, num, write_atomic
+from olsctl.runner import POWER_POLICIES
 from olsctl.workload import BUNDLED, resolve_trace
 
 #: Study file keys: (meaning, default).
@@ -68,8 +69,6 @@ CONTROLLER_METRICS = ("utilization_active", "mean_active_procs", "processor_savi
                       "ticks", "sla_misses")
 POWER_METRICS = ("energy_j", "mean_power_w", "peak_power_w", "csr", "forced_starts")
 RUN_FILES = ("jobs.csv", "timeseries.csv", "summary.json")
-#: policies that need a power section (kept in step with olsctl.runner)
-POWER_POLICIES = ("naive-cap", "knapsack", "greedy-knapsack", "easy-power")
 
 
 class StudyError(OlsctlError):
@@ -263,7 +262,7 @@ def _check_key(src: str, where: str, dotted: str) -> None:
 def _run_settings(src: str, data: dict, out: str | None, n_jobs: int | None,
                   path: Path) -> dict:
     """``out_dir``, ``n_jobs``, ``backend`` and ``scheduler`` of a study, checked."""
-    out = out if out is not None else data.get("out", path.name.split(".")[0])
+    out = out if out is not None else data.get("out", path.stem)
     if not isinstance(out, str) or not out:
         raise ConfigError(f"{src}: out: must be a non-empty string (got {out!r})")
     out_dir = Path(out)
@@ -315,13 +314,14 @@ def _expand(src: str, study_dir: Path, base: dict, axes: list[Axis]) -> tuple[Gr
 
 
 def _set_dotted(data: dict, dotted: str, value: Any, where: str) -> None:
-    """Set ``a.b.c`` in nested mappings, creating absent (or null) sections."""
+    """Set ``a.b.c`` in nested mappings; an absent (or null) section starts from its
+    default (``policy`` from ``{name: easy}``, the others empty)."""
     parts = dotted.split(".")
     node = data
     for i, part in enumerate(parts[:-1]):
         child = node.get(part)
         if child is None:
-            child = {}
+            child = (TOP_LEVEL[part][1] if i == 0 else None) or {}
         elif not isinstance(child, dict):
             raise ConfigError(f"{where}: {'.'.join(parts[:i + 1])}: is {_kind(child)} "
                               f"{child!r}, so {dotted} cannot be set inside it")
@@ -610,9 +610,26 @@ def _store(out_dir: Path, outcome: Outcome) -> None:
             (tmp / name).write_bytes(data)
     else:
         tmp = Path(outcome.path)
+    _sync(tmp, *tmp.iterdir())  # on disk before the rename makes the run count
     if final.exists():  # an incomplete directory (files deleted by hand): replaced
         shutil.rmtree(final)
     os.replace(tmp, final)
+    _sync(final.parent)
+
+
+def _sync(*paths: Path) -> None:
+    """Flush files and directories to disk (where the system allows it)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 # --- tables ----------------------------------------------------------------------------
