@@ -714,9 +714,9 @@ class RichStudyProgress(StudyProgress):
                                    TimeElapsedColumn, TimeRemainingColumn)
 
         self.bar = Progress(TextColumn("[bold]study"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("runs, {task.fields[failed]} failed"),
-                            TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                            console=console)
+                            TextColumn("runs, {task.fields[failed]} failed,"),
+                            TimeRemainingColumn(), TextColumn("left,"), TimeElapsedColumn(),
+                            TextColumn("elapsed"), console=console)
         self.task = None
         self.failed = 0
 

@@ -13,6 +13,7 @@ import filecmp
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -472,3 +473,21 @@ def test_study_type_is_plain_data():
 
     study = load_study(ROOT / "configs" / "study-wallace.yaml")
     assert isinstance(pickle.loads(pickle.dumps(study)), Study)
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from olsctl.study import RichStudyProgress, study_progress
+
+    path = make_study(tmp_path, "base: {trace: tiny.swf}\ngrid:\n  active_procs: [64, 32]\n")
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    progress = study_progress(console)
+    assert isinstance(progress, RichStudyProgress)
+    result = run_study(load_study(path, out=str(tmp_path / "out")), progress)
+    assert len(result.done) == len(result.failed) == 1
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())  # colours off
+    assert "0/2 runs, 0 failed," in text and "2/2 runs, 1 failed," in text and " left" in text
