@@ -80,6 +80,17 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     estimates = workload.estimate_s(config.estimates)
     sim = MainSimulator(workload, policy, estimates, active, checker,
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
+    prepare = getattr(policy, "prepare", None)  # policies with their own job model and budget
+    if prepare is not None:
+        if power is not None:
+            raise ConfigError(f"{config.source}: power: policy {config.policy['name']} keeps "
+                              f"its own power budget (policy.bound); remove the power section")
+        if config.controller is not None:
+            raise ConfigError(f"{config.source}: controller: policy {config.policy['name']} "
+                              f"cannot run under the controller yet; remove the section")
+        problem = prepare(sim.state, workload)
+        if problem is not None:
+            raise ConfigError(f"{config.source}: policy.{problem}")
     if power is not None:
         profiles, machine, cap = power
         predictor = config.policy.get("predictor")
@@ -123,6 +134,9 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
         "weekly": weekly(records, header.first_int("UnixStartTime"),
                          header.first_int("TimeZone")),
     }
+    report = getattr(policy, "run_report", None)
+    if report is not None:
+        summary["budget"] = report(sim.state, records)
     extra_files: dict[str, str] = {}
     if controller is not None:
         summary["controller"] = controller.summary()

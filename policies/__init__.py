@@ -16,6 +16,9 @@ from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.policies.power import GreedyKnapsack, NaiveCapping, PowerEasy, WindowKnapsack
 from olsctl.policies.order import ORDERS
+from olsctl.policies.overprovision import CAP_LEVELS, SIZES
+from olsctl.policies.parm import Parm
+from olsctl.policies.rmap import RmapAdaptive, RmapNaive, RmapTraditional
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -49,6 +52,19 @@ class PolicyEntry:
 
 
 _PREDICTOR_DOC = ("oracle, naive, history, or {name: history, window: 10, alpha: 1.0}")
+
+#: parameters of the power-budget policies on overprovisioned machines (RMAP, PARM)
+_BUDGET_PARAMS = {
+    "bound": Param(float, 1.0, None, "machine power bound, a fraction of nodes x node_peak_w"),
+    "share": Param(float, 1.0, None, "share of the bound the jobs may hold"),
+    "node_peak_w": Param(float, 230.0, None, "power of an uncapped node at full load, W"),
+    "cap_levels": Param(list, list(CAP_LEVELS), None,
+                        "per-node power caps, increasing fractions of node_peak_w"),
+    "seed": Param(int, 0, None, "seed of the job performance model"),
+    "moldable": Param(float, 1.0, None, "share of the jobs that are moldable"),
+    "sizes": Param(list, list(SIZES), None,
+                   "node counts of a moldable job, as factors of its request"),
+}
 
 REGISTRY: dict[str, PolicyEntry] = {
     "easy": PolicyEntry(
@@ -101,6 +117,28 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "sigma": Param(float, 3.0, None, "standard deviations for gaussian"),
                 "predictor": Param(object, "history", None, _PREDICTOR_DOC)},
         doc="EASY with a power verification of each start (needs power)",
+    ),
+    "rmap-traditional": PolicyEntry(
+        factory=RmapTraditional, params=_BUDGET_PARAMS,
+        doc="RMAP Traditional: requested nodes at peak power under the power bound",
+    ),
+    "rmap-naive": PolicyEntry(
+        factory=RmapNaive, params=_BUDGET_PARAMS,
+        doc="RMAP Naive: requested nodes capped at the job's fair share of the bound",
+    ),
+    "rmap-adaptive": PolicyEntry(
+        factory=RmapAdaptive,
+        params={**_BUDGET_PARAMS,
+                "threshold": Param(float, 0.0, None, "slowdown accepted to start sooner")},
+        doc="RMAP Adaptive: the best (nodes, cap) under the job's fair-share bound",
+    ),
+    "parm": PolicyEntry(
+        factory=Parm,
+        params={**_BUDGET_PARAMS,
+                "window": Param(int, 10, None, "jobs per knapsack, from the queue head"),
+                "exact_max": Param(int, 8, None, "largest knapsack solved exactly"),
+                "fairness": Param(float, 1.0, None, "exponent of the waiting weight")},
+        doc="PARM: (nodes, cap) per job maximising summed power-aware speedup",
     ),
 }
 

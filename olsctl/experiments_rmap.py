@@ -1,0 +1,176 @@
+"""RMAP's comparison on olsctl: average turnaround of Traditional, Naive and Adaptive
+(0% and 20% slowdown threshold), plus the PARM selector, on two setups.
+
+- **Bounded machine** (:func:`bounded_machine_table`, Patki et al.'s setup): 64 nodes,
+  jobs arriving as a Poisson process, every job moldable, power bounds from extremely
+  constrained (every node at the lowest cap) to unconstrained (every node at peak);
+  averaged over several seeded workloads.
+- **Real log** (:func:`real_log_table`): a bundled log on an overprovisioned machine
+  with ``overprovision`` x its nodes, a share of the jobs moldable, bounds given as
+  fractions of the enlarged machine's peak (0.5 with ``overprovision: 2`` is the
+  original machine at peak, where Traditional is EASY on the log).
+
+Run ``python -m olsctl.experiments_rmap`` (``--quick`` for a smaller version). Same
+arguments, same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from olsctl.policies import make_policy
+from olsctl.sim import MainSimulator
+from olsctl.swf import SwfHeader
+from olsctl.workload import LoadReport, Workload, load_workload, resolve_trace
+
+#: the compared policies: label -> policy spec (without the shared settings)
+POLICIES: dict[str, dict] = {
+    "Traditional": {"name": "rmap-traditional"},
+    "Naive": {"name": "rmap-naive"},
+    "Adaptive 0%": {"name": "rmap-adaptive", "threshold": 0.0},
+    "Adaptive 20%": {"name": "rmap-adaptive", "threshold": 0.2},
+    "PARM": {"name": "parm"},
+}
+
+
+def poisson_workload(n_jobs: int = 200, nodes: int = 64, load: float = 0.7, seed: int = 0,
+                     sizes: Sequence[int] = (2, 4, 8, 16, 24), runtime_s: tuple = (600, 7200),
+                     projects: int = 8) -> Workload:
+    """``n_jobs`` jobs arriving as a Poisson process whose rate offers ``load`` of the
+    ``nodes`` at peak (requested nodes x runtime); sizes uniform among ``sizes``,
+    runtimes log-uniform in ``runtime_s``, each job of one of ``projects`` applications
+    (its model parameters are drawn per application)."""
+    rng = np.random.default_rng(seed)
+    procs = rng.choice(np.asarray(sizes), n_jobs)
+    lo, hi = math.log(runtime_s[0]), math.log(runtime_s[1])
+    runtime = np.round(np.exp(rng.uniform(lo, hi, n_jobs)))
+    mean_area = float(np.mean(sizes)) * (runtime_s[1] - runtime_s[0]) / (hi - lo)
+    rate = load * nodes / mean_area
+    submit = np.round(np.cumsum(rng.exponential(1.0 / rate, n_jobs)))
+    submit -= submit[0]
+    project = rng.integers(0, projects, n_jobs)
+    return Workload(
+        name=f"poisson-{nodes}n-load{load:g}-seed{seed}", machine_procs=nodes,
+        header=SwfHeader(), report=LoadReport(source="poisson", records=n_jobs, kept=n_jobs),
+        job_id=np.arange(1, n_jobs + 1, dtype=np.int64), submit_s=submit.astype(float),
+        runtime_s=runtime.astype(float), procs=procs.astype(np.int64),
+        requested_time_s=np.full(n_jobs, -1.0), user_id=project.astype(np.int64),
+        group_id=np.full(n_jobs, -1, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run: mean turnaround, wait and runtime (s), and the budget report."""
+
+    turnaround_s: float
+    wait_s: float
+    runtime_s: float
+    budget: dict
+
+
+def run_policy(workload: Workload, spec: dict, estimates: str = "exact") -> Outcome:
+    """Run ``workload`` under the policy ``spec`` (its model prepared for the run)."""
+    policy = make_policy(spec)
+    sim = MainSimulator(workload, policy, workload.estimate_s(estimates))
+    problem = policy.prepare(sim.state, workload)
+    if problem is not None:
+        raise ValueError(problem)
+    records = sim.run()
+    if records.unstarted:
+        raise RuntimeError(f"{len(records.unstarted)} jobs never started under {spec}")
+    jobs = records.jobs
+    wait = np.array([r.start_s - r.submit_s for r in jobs])
+    run = np.array([r.runtime_s for r in jobs])
+    return Outcome(float((wait + run).mean()), float(wait.mean()), float(run.mean()),
+                   policy.run_report(sim.state, records))
+
+
+def _row(label: str, workloads: list[Workload], shared: dict, policies: dict) -> dict:
+    row: dict = {"setting": label}
+    for name, spec in policies.items():
+        outs = [run_policy(w, {**spec, **shared}) for w in workloads]
+        row[name] = float(np.mean([o.turnaround_s for o in outs]))
+        row[f"{name} wait"] = float(np.mean([o.wait_s for o in outs]))
+        row[f"{name} runtime"] = float(np.mean([o.runtime_s for o in outs]))
+        row[f"{name} csr"] = min(o.budget["csr"] for o in outs)
+        if name == "PARM":
+            row["PARM greedy windows"] = sum(o.budget["greedy_windows"] for o in outs)
+    return row
+
+
+def bounded_machine_table(bounds: Sequence[float] = (0.45, 0.55, 0.7, 0.85, 1.0),
+                          seeds: Sequence[int] = range(5), n_jobs: int = 200,
+                          load: float = 0.7, policies: dict = POLICIES) -> list[dict]:
+    """Mean turnaround (s) per policy and bound on RMAP's 64-node bounded machine."""
+    workloads = [poisson_workload(n_jobs, 64, load, seed) for seed in seeds]
+    return [_row(f"{b:g}", workloads, {"bound": b, "moldable": 1.0}, policies) for b in bounds]
+
+
+def real_log_table(trace: str = "KTH-SP2", overprovision: float = 2.0,
+                   bounds: Sequence[float] = (0.5, 0.6, 0.75), moldable: float = 0.5,
+                   n_jobs: int | None = None, policies: dict = POLICIES) -> list[dict]:
+    """Mean turnaround (s) per policy and bound on a bundled log replayed on a machine
+    of ``overprovision`` x its nodes, ``moldable`` of its jobs moldable."""
+    base = load_workload(resolve_trace(trace))
+    w = load_workload(resolve_trace(trace), int(round(base.machine_procs * overprovision)))
+    if n_jobs is not None:
+        w = w.head(n_jobs)
+    return [_row(f"{b:g}", [w], {"bound": b, "moldable": moldable}, policies)
+            for b in bounds]
+
+
+def markdown(rows: list[dict], policies: Sequence[str], title: str) -> str:
+    """A table of mean turnarounds (s) and Adaptive's gains over the baselines."""
+    head = ["bound"] + list(policies) + ["A0 vs Trad", "A0 vs Naive", "A20 vs Trad",
+                                         "A20 vs Naive"]
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+
+    def gain(a: str, b: str, r: dict) -> str:
+        return f"{100 * (1 - r[a] / r[b]):+.1f}%"
+
+    for r in rows:
+        cells = [r["setting"]] + [f"{r[p]:,.0f}" for p in policies]
+        cells += [gain("Adaptive 0%", "Traditional", r), gain("Adaptive 0%", "Naive", r),
+                  gain("Adaptive 20%", "Traditional", r), gain("Adaptive 20%", "Naive", r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    mean = {p: float(np.mean([1 - r["Adaptive 0%"] / r[p] for r in rows]))
+            for p in ("Traditional", "Naive")}
+    mean20 = {p: float(np.mean([1 - r["Adaptive 20%"] / r[p] for r in rows]))
+              for p in ("Traditional", "Naive")}
+    lines += ["", f"mean gain over the bounds: Adaptive 0% {100 * mean['Traditional']:+.1f}% "
+              f"vs Traditional, {100 * mean['Naive']:+.1f}% vs Naive; Adaptive 20% "
+              f"{100 * mean20['Traditional']:+.1f}% vs Traditional, "
+              f"{100 * mean20['Naive']:+.1f}% vs Naive (positive: Adaptive faster)"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m olsctl.experiments_rmap",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer jobs and seeds")
+    p.add_argument("--trace", default="KTH-SP2", help="bundled log of the second table")
+    p.add_argument("--load", type=float, default=0.7, help="offered load, bounded machine")
+    args = p.parse_args(argv)
+    names = list(POLICIES)
+    seeds = range(2) if args.quick else range(5)
+    n_jobs = 100 if args.quick else 200
+    rows = bounded_machine_table(seeds=seeds, n_jobs=n_jobs, load=args.load)
+    print(markdown(rows, names, f"64 nodes, Poisson arrivals (load {args.load:g}, "
+                                f"{n_jobs} jobs x {len(seeds)} seeds), all jobs moldable: "
+                                f"mean turnaround (s)"))
+    print()
+    rows = real_log_table(args.trace, n_jobs=3000 if args.quick else None)
+    print(markdown(rows, names, f"{args.trace} on 2x its nodes, 50% moldable: mean "
+                                f"turnaround (s)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

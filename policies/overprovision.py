@@ -1,0 +1,246 @@
+"""What the power-budget policies share (RMAP in :mod:`olsctl.policies.rmap`, PARM in
+:mod:`olsctl.policies.parm`): settings of an overprovisioned machine and of the job
+model, the job power budget, and EASY backfilling over two resources, nodes and power.
+
+The machine has ``N`` nodes (the run's processors, one node each) and a power bound of
+``bound x N x node_peak_w``; ``share`` of it is the budget jobs may hold. A running job
+holds its nodes x the per-node cap it got, and the sum over running jobs never exceeds
+the budget: a job starts only in a configuration that fits the nodes and the power free
+now. Idle nodes hold nothing (their draw is what the rest of the bound is for). Caps are
+chosen among ``cap_levels`` (fractions of ``node_peak_w``); the job performance model
+is :mod:`olsctl.perfmodel`, set up for a run by :meth:`BudgetPolicy.prepare`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_csr, budget_run,
+                              budget_timeline)
+
+if TYPE_CHECKING:
+    from olsctl.records import RunRecords
+    from olsctl.state import SimState
+    from olsctl.workload import Workload
+
+INF = float("inf")
+
+#: default per-node cap levels (fractions of node_peak_w; 0.45 is a 115 W socket at 51 W)
+CAP_LEVELS = (0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0)
+#: default node counts of a moldable job, as factors of its request
+SIZES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5, 1.75, 2.0)
+
+
+def _numbers(key: str, value: Any) -> tuple[float, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{key}: must be a list of numbers (got {value!r})")
+    out = tuple(value)
+    if not out or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in out):
+        raise ValueError(f"{key}: must be a non-empty list of numbers (got {list(out)!r})")
+    return tuple(float(x) for x in out)
+
+
+@dataclass(frozen=True)
+class BudgetPolicy:
+    """Settings every power-budget policy has (README, Overprovisioned machines)."""
+
+    bound: float = 1.0
+    share: float = 1.0
+    node_peak_w: float = 230.0
+    cap_levels: Sequence[float] = CAP_LEVELS
+    seed: int = 0
+    moldable: float = 1.0
+    sizes: Sequence[float] = SIZES
+    #: settings a controller may change while a run goes (each a plain parameter)
+    tunable: ClassVar[tuple[str, ...]] = ("share", "cap_levels")
+    _perf: PerfSettings = field(init=False, repr=False, compare=False)
+    _levels_mw: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _peak_mw: int = field(init=False, repr=False, compare=False)
+    _key: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        levels = _numbers("cap_levels", self.cap_levels)
+        sizes = _numbers("sizes", self.sizes)
+        object.__setattr__(self, "cap_levels", levels)
+        object.__setattr__(self, "sizes", sizes)
+        perf = PerfSettings(seed=self.seed, moldable=self.moldable, sizes=sizes)
+        if not self.bound > 0:
+            raise ValueError(f"bound: must be > 0 (got {self.bound}); 1 is all nodes at peak")
+        if not 0 < self.share <= 1:
+            raise ValueError(f"share: must be in (0, 1] (got {self.share})")
+        if not self.node_peak_w > 0:
+            raise ValueError(f"node_peak_w: must be > 0 (got {self.node_peak_w})")
+        if (any(b <= a for a, b in zip(levels, levels[1:]))
+                or levels[0] <= perf.static or levels[-1] > 1):
+            raise ValueError(f"cap_levels: must be increasing fractions of node_peak_w, "
+                             f"above the static share {perf.static:g} and at most 1 "
+                             f"(got {list(levels)})")
+        if not 0 <= self.moldable <= 1:
+            raise ValueError(f"moldable: must be in [0, 1] (got {self.moldable})")
+        if any(s <= 0 for s in sizes):
+            raise ValueError(f"sizes: must be factors > 0 of the requested nodes "
+                             f"(got {list(sizes)})")
+        peak_mw = int(round(self.node_peak_w * 1000))
+        object.__setattr__(self, "_perf", perf)
+        object.__setattr__(self, "_peak_mw", peak_mw)
+        object.__setattr__(self, "_levels_mw", tuple(int(round(f * peak_mw)) for f in levels))
+        object.__setattr__(self, "_key", repr(self.settings()))  # caches per settings
+
+    # -- budget ------------------------------------------------------------------------------
+    def bound_w(self, state: "SimState") -> float:
+        """The machine's power bound (W)."""
+        return self.bound * state.total_procs * self.node_peak_w
+
+    def budget_mw(self, state: "SimState") -> int:
+        """What jobs may hold in all (mW): ``share`` of the bound."""
+        return int(math.floor(self.share * self.bound * self.node_peak_w * 1000.0
+                              * state.total_procs))
+
+    def fair_mw(self, nodes: int) -> int:
+        """A job's fair share of the budget (mW): its requested nodes' part of it."""
+        return int(math.floor(self.share * self.bound * self.node_peak_w * 1000.0 * nodes))
+
+    # -- the run's model ---------------------------------------------------------------------
+    def prepare(self, state: "SimState", workload: "Workload") -> str | None:
+        """Draw the jobs' model for a run of ``workload`` into ``state.power``; return why
+        the run cannot go (``key: reason``), or None."""
+        state.power = budget_run(workload, self._perf, state.total_procs)
+        return self.infeasible(state)
+
+    def run_of(self, state: "SimState") -> BudgetRun:
+        run = state.power
+        if not isinstance(run, BudgetRun):
+            raise ValueError(f"policy {self.name} needs its job model on the state: call "
+                             f"policy.prepare(state, workload) (olsctl run does)")
+        return run
+
+    def configs(self, run: BudgetRun, j: int) -> list[Config]:
+        """Every configuration of job ``j`` under this policy's cap levels, fastest first."""
+        return run.configs(j, self._levels_mw, self._peak_mw)
+
+    def smallest(self, run: BudgetRun, j: int) -> Config:
+        """The configuration needing the least power this policy could give job ``j``."""
+        return min(self.configs(run, j), key=lambda c: (c.power_mw, c.factor, c.nodes))
+
+    def infeasible(self, state: "SimState") -> str | None:
+        """Why some job could never start under the budget on an empty machine, or None."""
+        run = self.run_of(state)
+        budget = self.budget_mw(state)
+        for j in range(len(run.req_nodes)):
+            c = self.smallest(run, j)
+            if c.power_mw > budget:
+                return (f"bound: job {state.job_id[j]} can never start: its smallest "
+                        f"configuration needs {c.power_mw / 1000:.0f} W ({c.nodes} nodes at "
+                        f"{c.level_mw / 1000:g} W), the jobs' budget is {budget / 1000:.0f} W "
+                        f"(bound x share x nodes x node_peak_w)")
+        return None
+
+    # -- report ------------------------------------------------------------------------------
+    def run_report(self, state: "SimState", records: "RunRecords") -> dict:
+        """The budget kept, from the job records and the power each job got."""
+        run = self.run_of(state)
+        index = {jid: i for i, jid in enumerate(state.job_id)}
+        rows = [index[r.job_id] for r in records.jobs]
+        power_w = [run.alloc_mw[i] / 1000 for i in rows]
+        times, held = budget_timeline([r.start_s for r in records.jobs],
+                                      [r.end_s for r in records.jobs], power_w)
+        budget_w = self.budget_mw(state) / 1000
+        t0 = min((r.submit_s for r in records.jobs), default=0.0)
+        ratio = [records.jobs[k].procs / run.req_nodes[i] for k, i in enumerate(rows)]
+        out = {
+            "bound_w": self.bound_w(state),
+            "jobs_budget_w": budget_w,
+            "peak_job_power_w": float(held.max()),
+            "csr": budget_csr(times, held, budget_w, t0),
+            "forced_starts": run.forced_starts,
+            "moldable_jobs": int(sum(run.moldable[i] for i in rows)),
+            "jobs_resized": int(sum(x != 1 for x in ratio)),
+            "mean_nodes_over_request": sum(ratio) / len(ratio) if ratio else 1.0,
+            "mean_node_cap_w": (sum(run.level_mw[i] for i in rows) / 1000 / len(rows)
+                                if rows else 0.0),
+        }
+        return out
+
+    def settings(self) -> dict:
+        return {"name": self.name, "bound": self.bound, "share": self.share,
+                "node_peak_w": self.node_peak_w, "cap_levels": list(self.cap_levels),
+                "seed": self.seed, "moldable": self.moldable, "sizes": list(self.sizes)}
+
+
+def shadow2(state: "SimState", run: BudgetRun, need_n: int, need_mw: int,
+            budget_mw: int) -> tuple[float, int, int]:
+    """EASY's shadow time over nodes and power: the first expected end of a running job
+    at which ``need_n`` active nodes and ``need_mw`` of the budget are free (every job
+    ending then counts as ended; never before now), with the nodes and power free then
+    beyond the need. Infinite (and no extra) when even an empty machine is too small."""
+    avail_n = state.active_procs - state.busy_procs
+    avail_mw = budget_mw - run.in_use_mw
+    running, procs, held = state.running, state.procs, run.held_mw
+    n, k, end = len(running), 0, INF
+    while avail_n < need_n or avail_mw < need_mw:
+        if k == n:
+            return INF, 0, 0
+        end, j = running[k]
+        avail_n += procs[j]
+        avail_mw += held[j]
+        k += 1
+    while k < n and running[k][0] == end:
+        j = running[k][1]
+        avail_n += procs[j]
+        avail_mw += held[j]
+        k += 1
+    now = state.now_s
+    return (end if end > now else now), avail_n - need_n, avail_mw - need_mw
+
+
+def budget_backfill(state: "SimState", run: BudgetRun, budget_mw: int, options) -> None:
+    """One EASY pass (FCFS) over nodes and power. ``options(j)`` lists the
+    configurations job ``j`` may start in, preferred first; the first one is what the
+    blocked head reserves. Jobs start from the head in their first configuration that
+    fits now; the blocked head gets a reservation at :func:`shadow2`; every later job
+    starts in its first configuration that fits now and either ends by the shadow time
+    or uses only the nodes and power free then beyond the head's need."""
+    queue = state.queue
+    free_n = state.active_procs - state.busy_procs
+    free_mw = budget_mw - run.in_use_mw
+    if free_n <= 0 or free_mw <= 0 or not queue:
+        return
+    k, n = 0, len(queue)
+    while k < n:
+        j = queue[k]
+        for c in options(j):
+            if c.nodes <= free_n and c.power_mw <= free_mw:
+                run.start(state, j, c)
+                free_n -= c.nodes
+                free_mw -= c.power_mw
+                break
+        else:
+            break
+        k += 1
+    if k == n:
+        return
+    head = options(queue[k])
+    if head:
+        shadow, extra_n, extra_mw = shadow2(state, run, head[0].nodes, head[0].power_mw,
+                                            budget_mw)
+    else:  # wider than the active nodes: it cannot start, the rest may
+        shadow, extra_n, extra_mw = INF, 0, 0
+    now, est = state.now_s, state.estimate_s
+    for pos in range(k + 1, n):
+        if free_n <= 0 or free_mw <= 0:
+            return
+        j = queue[pos]
+        for c in options(j):
+            if c.nodes > free_n or c.power_mw > free_mw:
+                continue
+            if now + est[j] * c.factor > shadow:
+                if c.nodes > extra_n or c.power_mw > extra_mw:
+                    continue
+                extra_n -= c.nodes
+                extra_mw -= c.power_mw
+            run.start(state, j, c)
+            free_n -= c.nodes
+            free_mw -= c.power_mw
+            break

@@ -1,0 +1,203 @@
+"""A PARM-style selector (Sarood et al.): choose (nodes, per-node cap) for waiting jobs
+to maximise the sum of their power-aware speedups under the jobs' power budget.
+
+A job's power-aware speedup in a configuration is its runtime in its slowest
+configuration (fewest nodes, lowest cap) over its runtime in that one, so any start is
+worth at least 1; it is weighted by ``(1 + wait / max(estimate, 10 s)) ^ fairness`` so
+that jobs waiting long weigh more. A pass takes the queue (FCFS) in windows of
+``window`` jobs; each window is a multiple-choice knapsack over the nodes and the power
+free: each job at most one configuration, maximise the sum of weighted speedups. It is
+solved exactly (dynamic programming over Pareto-optimal partial choices) when at most
+``exact_max`` of its jobs could start; beyond that greedily (the move with the best
+gain per share of the free resources it takes, until none fits), and the run counts
+the windows solved each way (``summary.json``: ``budget.greedy_windows``).
+
+Jobs are moldable, not malleable: a configuration is kept until the job ends. So that
+the first job in the queue cannot starve, once it is left waiting by the first window it
+reserves its least-power configuration at the earliest time the nodes and power for it
+are expected free (EASY's shadow time), and the later windows take only configurations
+that end by then.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Sequence
+
+from olsctl.perfmodel import BudgetRun, Config
+from olsctl.policies.overprovision import INF, BudgetPolicy, shadow2
+
+if TYPE_CHECKING:
+    from olsctl.state import SimState
+
+#: a job's choices in a window: (value, configuration), Pareto-optimal
+Choices = list[tuple[float, Config]]
+
+
+def pareto_choices(choices: Choices) -> Choices:
+    """Drop choices another beats or equals in value with no more nodes and power."""
+    out: Choices = []
+    for v, c in sorted(choices, key=lambda x: (x[1].power_mw, x[1].nodes, -x[0])):
+        if not any(c2.nodes <= c.nodes and v2 >= v for v2, c2 in out):
+            out.append((v, c))
+    return out
+
+
+def solve_exact(jobs: Sequence[Choices], free_n: int, free_mw: int) -> list[int | None]:
+    """The best pick per job (index into its choices, or None) maximising the summed
+    value with at most ``free_n`` nodes and ``free_mw`` in all. Exact: a dynamic program
+    over jobs whose states, (nodes, power, value, picks), keep only the Pareto-optimal
+    ones (no other state has no more nodes, no more power and at least the value).
+    Ties go to less power, then fewer nodes, then earlier states."""
+    states: list[tuple[int, int, float, tuple]] = [(0, 0, 0.0, ())]
+    for choices in jobs:
+        grown = [(n, m, v, picks + (None,)) for n, m, v, picks in states]
+        for n, m, v, picks in states:
+            for k, (value, c) in enumerate(choices):
+                n1, m1 = n + c.nodes, m + c.power_mw
+                if n1 <= free_n and m1 <= free_mw:
+                    grown.append((n1, m1, v + value, picks + (k,)))
+        states = _pareto_states(grown)
+    best = max(states, key=lambda s: (s[2], -s[1], -s[0]))
+    return list(best[3])
+
+
+def _pareto_states(states: list) -> list:
+    """Keep the states no other state dominates (stable among equals)."""
+    states = sorted(states, key=lambda s: (s[1], s[0], -s[2]))
+    stair_n: list[int] = []   # kept states' (nodes, value) staircase: value rises with nodes
+    stair_v: list[float] = []
+    out = []
+    for s in states:
+        n, v = s[0], s[2]
+        i = bisect_right(stair_n, n)
+        if i and stair_v[i - 1] >= v:
+            continue  # one with no more power, no more nodes and no less value was kept
+        out.append(s)
+        j = i
+        while j < len(stair_n) and stair_v[j] <= v:
+            j += 1
+        stair_n[i:j] = [n]
+        stair_v[i:j] = [v]
+    return out
+
+
+def solve_greedy(jobs: Sequence[Choices], free_n: int, free_mw: int) -> list[int | None]:
+    """A pick per job by repeated best moves: among the changes of one job's pick to a
+    more valuable one that still fits, take the one with the most value gained per share
+    of the free nodes and power it adds (a move that adds neither comes first); stop
+    when none is left. Ties go to the larger gain, then the earlier job and choice."""
+    pick: list[int | None] = [None] * len(jobs)
+    used_n = used_mw = 0
+    scale_n, scale_mw = 1.0 / max(free_n, 1), 1.0 / max(free_mw, 1)
+    while True:
+        best = None
+        for i, choices in enumerate(jobs):
+            cur = pick[i]
+            v0, n0, m0 = (0.0, 0, 0) if cur is None else (
+                choices[cur][0], choices[cur][1].nodes, choices[cur][1].power_mw)
+            for k, (v, c) in enumerate(choices):
+                gain = v - v0
+                dn, dm = c.nodes - n0, c.power_mw - m0
+                if gain <= 0 or used_n + dn > free_n or used_mw + dm > free_mw:
+                    continue
+                cost = max(dn, 0) * scale_n + max(dm, 0) * scale_mw
+                key = (gain / cost if cost > 0 else INF, gain)
+                if best is None or key > best[0]:
+                    best = (key, i, k, dn, dm)
+        if best is None:
+            return pick
+        _, i, k, dn, dm = best
+        pick[i] = k
+        used_n += dn
+        used_mw += dm
+
+
+@dataclass(frozen=True)
+class Parm(BudgetPolicy):
+    """Windows of the queue solved as knapsacks of power-aware speedups (module doc)."""
+
+    window: int = 10
+    exact_max: int = 8
+    fairness: float = 1.0
+    name: str = field(default="parm", init=False)
+    tunable: ClassVar[tuple[str, ...]] = ("share", "cap_levels", "window")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.window < 1:
+            raise ValueError(f"window: must be >= 1 (got {self.window})")
+        if self.exact_max < 0:
+            raise ValueError(f"exact_max: must be >= 0 (got {self.exact_max})")
+        if not self.fairness >= 0:
+            raise ValueError(f"fairness: must be >= 0 (got {self.fairness})")
+
+    def choices(self, state: "SimState", run: BudgetRun, j: int, free_n: int,
+                free_mw: int, deadline_s: float) -> Choices:
+        """Job ``j``'s Pareto-optimal (weighted speedup, configuration) pairs that fit
+        the free nodes and power and end by ``deadline_s``."""
+        now, est = state.now_s, state.estimate_s[j]
+        configs = [c for c in self.configs(run, j) if c.nodes <= state.active_procs]
+        if not configs:
+            return []
+        slowest = max(c.factor for c in configs)
+        wait = now - state.submit_s[j]
+        weight = (1.0 + wait / max(est, 10.0)) ** self.fairness if self.fairness else 1.0
+        out = [(weight * slowest / c.factor, c) for c in configs
+               if c.nodes <= free_n and c.power_mw <= free_mw
+               and now + est * c.factor <= deadline_s]
+        return pareto_choices(out)
+
+    def schedule(self, state: "SimState") -> None:
+        run = self.run_of(state)
+        queue = state.queue
+        if not queue or state.busy_procs >= state.active_procs:
+            return
+        budget = self.budget_mw(state)
+        free_n = state.active_procs - state.busy_procs
+        free_mw = budget - run.in_use_mw
+        head, deadline, reserved = queue[0], INF, False
+        started: set[int] = set()
+        pos = 0
+        while pos < len(queue) and free_n > 0 and free_mw > 0:
+            window = queue[pos:pos + self.window]
+            pos += len(window)
+            jobs, cands = [], []
+            for j in window:
+                ch = self.choices(state, run, j, free_n, free_mw, deadline)
+                if ch:
+                    jobs.append(j)
+                    cands.append(ch)
+            if cands:
+                if len(cands) <= self.exact_max:
+                    picks = solve_exact(cands, free_n, free_mw)
+                    run.exact_windows += 1
+                else:
+                    picks = solve_greedy(cands, free_n, free_mw)
+                    run.greedy_windows += 1
+                    run.largest_greedy_window = max(run.largest_greedy_window, len(cands))
+                for j, ch, k in zip(jobs, cands, picks):
+                    if k is not None:
+                        c = ch[k][1]
+                        run.start(state, j, c)
+                        started.add(j)
+                        free_n -= c.nodes
+                        free_mw -= c.power_mw
+            if not reserved:
+                reserved = True
+                if head not in started:
+                    need = [c for c in self.configs(run, head) if c.nodes <= state.active_procs]
+                    if need:
+                        c = min(need, key=lambda c: (c.power_mw, c.factor, c.nodes))
+                        deadline = shadow2(state, run, c.nodes, c.power_mw, budget)[0]
+
+    def run_report(self, state: "SimState", records) -> dict:
+        run = self.run_of(state)
+        return {**super().run_report(state, records), "exact_windows": run.exact_windows,
+                "greedy_windows": run.greedy_windows,
+                "largest_greedy_window": run.largest_greedy_window}
+
+    def settings(self) -> dict:
+        return {**super().settings(), "window": self.window, "exact_max": self.exact_max,
+                "fairness": self.fairness}
