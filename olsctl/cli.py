@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from olsctl import __version__
-from olsctl.config import RunConfig, build_config, load_config, with_overrides
+from olsctl.config import RunConfig, build_config, load_config, with_overrides, with_settings
 from olsctl.errors import ConfigError, OlsctlError
 from olsctl.workload import BUNDLED, resolve_trace
 
@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="check every scheduling decision")
     run.add_argument("--skip-bad-lines", action="store_true", default=None,
                      help="count and skip malformed SWF lines instead of failing")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="set any config key by its dotted path, value in YAML (repeatable), "
+                          "e.g. --set controller.search=bisect")
     run.add_argument("--quiet", action="store_true", help="print no table or progress")
 
     trace = sub.add_parser("trace", help="inspect workload files")
@@ -141,7 +144,8 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "trace" in overrides:  # a command-line path is relative to the working directory
         config = replace(config, base_dir=Path.cwd(), source="command line")
-    return with_overrides(config, overrides, "command line") if overrides else config
+    config = with_overrides(config, overrides, "command line") if overrides else config
+    return with_settings(config, args.set)
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:

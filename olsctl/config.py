@@ -172,6 +172,47 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
     return cfg
 
 
+def with_settings(config: RunConfig, assignments: list[str],
+                  source: str = "command line") -> RunConfig:
+    """Apply ``KEY=VALUE`` settings, then validate once: ``KEY`` is a dotted path into the
+    config (``controller.sla.max``), ``VALUE`` is read as YAML (``200``, ``[1, 2]``,
+    ``{a: 1}``). Setting ``policy.name`` starts that policy from its defaults."""
+    import copy
+
+    changes: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{source}: --set {assignment!r}: must be KEY=VALUE")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigError(f"{source}: --set {key}: value is not valid YAML ({text!r})") from None
+        path = key.split(".")
+        top = path[0]
+        if top not in TOP_LEVEL:
+            raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
+        if len(path) == 1:
+            changes[top] = value
+            continue
+        if top not in changes or not isinstance(changes[top], dict):
+            changes[top] = copy.deepcopy(getattr(config, top)) or {}
+        if path == ["policy", "name"]:
+            changes[top] = {}
+        node = changes[top]
+        for i, part in enumerate(path[1:-1], start=1):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"{source}: {'.'.join(path[:i + 1])}: is not a mapping "
+                                  f"(got {_kind(child)})")
+            node = child
+        node[path[-1]] = value
+    return with_overrides(config, changes, source) if changes else config
+
+
 def _check_policy(src: str, spec: Any) -> dict:
     if not isinstance(spec, dict):
         raise ConfigError(f"{src}: policy: must be a mapping with a name (got {_kind(spec)})")

@@ -75,6 +75,8 @@ class WhatIfTask:
     horizon_s: float | None = None
     power_s: float = 3600.0
     wake_energy_j: float = 0.0
+    #: (metric, limit): cut a what-if short once it surely misses this SLA (None: never)
+    stop_above: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,9 @@ class Trial:
     """One candidate's what-if: SLA metrics of the snapshot's jobs, power, and its cost.
 
     ``unstarted`` jobs could never start (the metrics are then infinite); ``censored`` jobs
-    were still waiting at the horizon (their waits count up to it, a lower bound)."""
+    were still waiting at the horizon (their waits count up to it, a lower bound). An
+    incomplete trial (``stopped_at_s`` set) was cut short once it surely missed the SLA:
+    its SLA metric is the lower bound that proved it, the other metrics are unknown."""
 
     candidate: Candidate
     jobs: int
@@ -98,6 +102,11 @@ class Trial:
     mean_power_w: float | None = None
     peak_power_w: float | None = None
     error: str | None = None
+    stopped_at_s: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped_at_s is None
 
     @property
     def active_procs(self) -> int:
@@ -119,6 +128,8 @@ class Trial:
             out["mean_power_w"] = _json_float(self.mean_power_w)
             out["peak_power_w"] = _json_float(self.peak_power_w)
         out["cost"] = _json_float(self.cost)
+        if self.stopped_at_s is not None:
+            out["stopped_at_s"] = self.stopped_at_s
         if self.error is not None:
             out["error"] = self.error
         return out
@@ -139,12 +150,28 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     if candidate.window is not None:
         spec = {**spec, "window": int(candidate.window)}
     policy = make_policy(spec)
+    n = snap.job_id.size
+    width = snap.procs[snap.n_running:]
+    too_wide = int((width > candidate.active_procs).sum())
+    cost_parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
+    if power is not None:
+        cost_parts["power_cap"] = float(power.cap.cap_at(snap.now_s))
+    if too_wide:  # they can never start on this machine: no need to simulate
+        cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
+        return Trial(candidate, int(n), too_wide, 0, INF, INF, INF, INF, float(cost))
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
     res = run_whatif(snap, policy, arrivals=task.arrivals,
-                     arrivals_power=task.arrivals_power, watch_snapshot=True, until_s=until)
-    n = snap.job_id.size
+                     arrivals_power=task.arrivals_power, watch_snapshot=True, until_s=until,
+                     stop_above=task.stop_above)
     start = res.start_s[:n]
     submit, runtime = res.submit_s[:n], res.runtime_s[:n]
+    if res.stopped_bound is not None:
+        metric, _limit = task.stop_above
+        values = {name: math.nan for name in SLA_METRICS}
+        values[metric] = res.stopped_bound
+        cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
+        return Trial(candidate, int(n), 0, 0, *(values[m] for m in SLA_METRICS), float(cost),
+                     stopped_at_s=res.end_time_s)
     unstarted_mask = np.isnan(start)
     censored = 0
     unstarted = int(unstarted_mask.sum())
@@ -152,12 +179,10 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
         # still waiting at the horizon: they have waited at least until then
         start = np.where(unstarted_mask, until, start)
         censored, unstarted = unstarted, 0
-    cost_parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
     energy = mean_w = peak_w = None
     if power is not None:
         energy, mean_w, peak_w = _power_forecast(snap, res, task)
-        cost_parts.update(energy=energy, peak_power=peak_w,
-                          power_cap=float(power.cap.cap_at(snap.now_s)))
+        cost_parts.update(energy=energy, peak_power=peak_w)
     queue_bsld = None
     if n == 0:
         metrics = (1.0, 1.0, 0.0, 0.0)
@@ -357,6 +382,9 @@ class Controller:
                               failure=failed[0] if isinstance(failed[0], str) else failed[0].error)
             else:
                 best, reason, met = choose(trials, s.sla_metric, s.sla_max)
+                if not met:
+                    trials = self._complete_closest(task, trials, snap.n_waiting)
+                    best, reason, met = choose(trials, s.sla_metric, s.sla_max)
                 chosen = self._limit_step(best.candidate, s.active_counts(st.total_procs))
                 if chosen != best.candidate:
                     reason += f"; limited to max_step {s.max_step}"
@@ -394,7 +422,7 @@ class Controller:
                 if sim.state.power is not None:
                     arrivals_power = sim.state.power.subset(list(range(lo, hi)))
         return WhatIfTask(snap, self.policy, s.cost, arrivals, arrivals_power, s.horizon_s,
-                          s.interval_s, self.wake_energy_j)
+                          s.interval_s, self.wake_energy_j, (s.sla_metric, s.sla_max))
 
     def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
         self.whatifs += len(cands)
@@ -440,6 +468,24 @@ class Controller:
                     else:
                         b[0] = mid + 1
         return [done[c] for c in cands if c in done]
+
+    def _complete_closest(self, task: WhatIfTask, trials: list[Trial], waiting: int) -> list[Trial]:
+        """No candidate meets the SLA, so the closest wins: what-ifs cut short hold only a
+        lower bound, so each one that could still be the closest is run in full, from
+        the lowest bound up, until the complete ones settle it (the choice is then the
+        one a run without cut-offs makes)."""
+        metric = self.settings.sla_metric
+        full = replace(task, stop_above=None)
+        trials = list(trials)
+        while True:
+            best = min((t.metric(metric) for t in trials if t.complete), default=INF)
+            open_ = [i for i, t in enumerate(trials) if not t.complete and t.metric(metric) <= best]
+            if not open_:
+                return trials
+            i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
+            trials[i] = self._evaluate(full, [trials[i].candidate], waiting)[0]
+            if trials[i].error is not None:
+                raise RuntimeError(trials[i].error)
 
     def _limit_step(self, chosen: Candidate, counts: list[int]) -> Candidate:
         step = self.settings.max_step

@@ -48,6 +48,8 @@ class WhatIfResult:
     start_s: np.ndarray
     n_running_at_start: int
     end_time_s: float
+    #: when the run was cut short because the SLA was surely missed: the bound (else None)
+    stopped_bound: float | None = None
 
     @property
     def unstarted(self) -> int:
@@ -62,6 +64,7 @@ def run_whatif(
     arrivals_power=None,
     watch_snapshot: bool = False,
     until_s: float = INF,
+    stop_above: "tuple[str, float] | None" = None,
 ) -> WhatIfResult:
     """Run ``snapshot`` forward under ``policy`` until every job has started.
 
@@ -69,7 +72,9 @@ def run_whatif(
     with power, ``arrivals_power`` is their :class:`olsctl.power.runtime.PowerState`.
     With ``watch_snapshot`` the run stops once the snapshot's own jobs have all started
     (later arrivals may still wait); it never goes past ``until_s`` (jobs not started by
-    then keep a NaN start).
+    then keep a NaN start). With ``stop_above = (metric, limit)`` it stops as soon as the
+    snapshot's jobs surely score ``metric > limit`` (see :class:`MissBound`); the result's
+    ``stopped_bound`` then holds the lower bound that proved it.
     """
     state = SimState.from_snapshot(snapshot, checker)
     n_snap = len(state.job_id)
@@ -96,6 +101,8 @@ def run_whatif(
         a += 1
         queue_left += 1
     run_pass = state.run_pass
+    bound = None if stop_above is None else MissBound.make(state, n_snap, *stop_above)
+    stopped = None
     while True:
         started = run_pass(policy)
         if started:
@@ -104,7 +111,12 @@ def run_whatif(
                 heappush(heap, (now + runtime[j], j))
                 if j < n_snap:
                     snap_left -= 1
+                    if bound is not None:
+                        bound.start(j, now)
         if (queue_left == 0 and a == n_arr) or snap_left == 0:
+            break
+        if bound is not None and bound.missed(now):
+            stopped = bound.value(now)
             break
         t_done = heap[0][0] if heap else INF
         t_arr = arr_time[a] if a < n_arr else INF
@@ -126,7 +138,90 @@ def run_whatif(
         start_s=np.asarray(state.start_s, dtype=float),
         n_running_at_start=snapshot.n_running,
         end_time_s=state.now_s,
+        stopped_bound=stopped,
     )
+
+
+class MissBound:
+    """A lower bound, at time ``now``, on an SLA metric of a what-if's snapshot jobs: jobs
+    started count with their wait, jobs still waiting with the wait they have so far.
+
+    Kept up to date in O(1) per start, for ``mean_bsld``, ``mean_wait_s`` and
+    ``max_wait_s`` (a percentile has no such bound: :meth:`make` returns None). Sums are
+    taken relative to the snapshot time to keep rounding small, and :meth:`missed` asks
+    for a margin far above it, so a what-if is only cut short when it surely fails.
+    """
+
+    __slots__ = ("metric", "limit", "n", "t0", "known", "waiting", "a", "b", "submit",
+                 "runtime", "first", "n_snap", "started")
+
+    @classmethod
+    def make(cls, state: SimState, n_snap: int, metric: str, limit: float) -> "MissBound | None":
+        if metric not in ("mean_bsld", "mean_wait_s", "max_wait_s") or n_snap == 0:
+            return None
+        return cls(state, n_snap, metric, limit)
+
+    def __init__(self, state: SimState, n_snap: int, metric: str, limit: float) -> None:
+        self.metric, self.limit, self.n, self.n_snap = metric, limit, n_snap, n_snap
+        self.t0 = t0 = state.now_s
+        self.submit, self.runtime = state.submit_s, state.runtime_s
+        self.known = 0.0
+        self.started = [False] * n_snap
+        for _, j in state.running:
+            self.started[j] = True
+            self._add_known(j, state.start_s[j])
+        self.waiting = 0
+        self.a = self.b = 0.0  # sums over waiting jobs of 1/m and (submit - t0)/m (bsld)
+        for j in range(n_snap):
+            if not self.started[j]:
+                self.waiting += 1
+                m = self._m(j)
+                self.a += 1.0 / m
+                self.b += (self.submit[j] - t0) / m
+        self.first = 0  # the earliest-submitted snapshot job possibly still waiting
+
+    def _m(self, j: int) -> float:
+        if self.metric == "mean_bsld":
+            r = self.runtime[j]
+            return r if r > 10.0 else 10.0
+        return 1.0
+
+    def _add_known(self, j: int, start: float) -> None:
+        wait = start - self.submit[j]
+        if self.metric == "mean_bsld":
+            self.known += 1.0 + wait / self._m(j)
+        elif self.metric == "mean_wait_s":
+            self.known += wait
+        elif wait > self.known:
+            self.known = wait
+
+    def start(self, j: int, now: float) -> None:
+        self.started[j] = True
+        self._add_known(j, now)
+        self.waiting -= 1
+        m = self._m(j)
+        self.a -= 1.0 / m
+        self.b -= (self.submit[j] - self.t0) / m
+
+    def value(self, now: float) -> float:
+        if self.metric == "max_wait_s":
+            started, first = self.started, self.first
+            while first < self.n_snap and started[first]:
+                first += 1
+            self.first = first
+            if first == self.n_snap:
+                return self.known
+            wait = now - self.submit[first]
+            return wait if wait > self.known else self.known
+        dt = now - self.t0
+        extra = dt * self.a - self.b  # waits so far, over m
+        if self.metric == "mean_bsld":
+            extra += self.waiting
+        return (self.known + extra) / self.n
+
+    def missed(self, now: float) -> bool:
+        limit = self.limit
+        return self.value(now) > limit + 1e-6 * (limit if limit > 1.0 else 1.0)
 
 
 def empty_snapshot(now_s: float, total_procs: int, active_procs: int | None = None) -> Snapshot:

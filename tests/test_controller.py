@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dataclasses import replace
 
@@ -131,7 +133,7 @@ def test_bisect_finds_the_same_choice_as_grid_with_fewer_what_ifs():
     assert [d["chosen"] for d in grid.decisions] == [d["chosen"] for d in bis.decisions]
     assert len({d["chosen"]["active_procs"] for d in grid.decisions}) > 1  # it does move
     assert bis.whatifs < grid.whatifs
-    assert bis.whatifs <= 3 * len(bis.decisions)  # 7 candidates: 3 probes a tick
+    assert all(len(d["trials"]) <= 3 for d in bis.decisions)  # 7 candidates: 3 probes
 
 
 def test_min_dwell_and_max_step_hold_the_machine_steady():
@@ -262,3 +264,49 @@ def test_bad_controller_settings_name_the_key(controller, key):
     with pytest.raises(ConfigError) as err:
         build_config({"controller": controller}, source="x.yaml")
     assert f"x.yaml: {key}" in str(err.value)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
+    # Random small workloads, a snapshot at a random time, random candidates and SLAs:
+    # a what-if cut short by the bound misses the SLA when run in full, and its bound is
+    # below the full metric; one not cut short is the very same trial.
+    n = data.draw(st.integers(2, 25))
+    machine = data.draw(st.integers(2, 12))
+    rows, t = [], 0
+    for i in range(n):
+        t += data.draw(st.sampled_from([0, 0, 5, 30, 200]))
+        rows.append((i + 1, t, data.draw(st.integers(1, 900)), data.draw(st.integers(1, machine))))
+    w = workload_from_rows(rows, machine)
+    snap = _snapshot_at(w, data.draw(st.integers(0, t)))
+    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    limit = data.draw(st.floats(1.0, 400.0))
+    cand = Candidate(data.draw(st.integers(1, machine)))
+    full = what_if(WhatIfTask(snap, {"name": "easy"}), cand)
+    cut = what_if(WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, limit)), cand)
+    if cut.complete:
+        assert cut == full
+    else:
+        assert full.metric(metric) > limit
+        assert cut.metric(metric) <= full.metric(metric) + 1e-9 * max(1.0, full.metric(metric))
+
+
+def test_run_set_overrides_any_key_and_bad_ones_exit_2(tmp_path, capsys):
+    out = tmp_path / "o"
+    lines = ["; MaxProcs: 4"] + [f"{j} {10 * j} -1 {50 + j} {1 + j % 4} -1 -1 {1 + j % 4} 200 -1 1 "
+                                 f"-1 -1 -1 -1 -1 -1 -1" for j in range(1, 30)]
+    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    assert main(["run", "--trace", str(tmp_path / "t.swf"), "--quiet",
+                 "--out", str(out), "--set", "policy.name=mqbf", "--set",
+                 "policy.queues=2", "--set", "policy.boundaries_s=[100]"]) == 0
+    import json
+
+    policy = json.loads((out / "summary.json").read_text())["config"]["policy"]
+    assert (policy["name"], policy["queues"], policy["boundaries_s"]) == ("mqbf", 2, [100.0])
+    for bad, key in (("policy.queues=0", "policy.queues"), ("nothing=1", "nothing"),
+                     ("controller.sla.max=-3", "controller.sla.max"), ("novalue", "--set")):
+        assert main(["run", "--quiet", "--out", str(tmp_path / "x"), "--set", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert key in err and len(err.splitlines()) == 1
+        assert not (tmp_path / "x").exists()
