@@ -568,8 +568,9 @@ def _outcomes(study: Study, todo: list[GridPoint], scratch: Path, client) -> Ite
     try:
         yield from parallel(delayed(run_point)(p.run_id, p.config, str(scratch)) for p in todo)
     except TerminatedWorkerError as exc:
-        raise StudyError(f"{study.source}: a worker process died ({' '.join(str(exc).split())[:200]}); "
-                         f"the finished runs are kept: run the study again to go on") from None
+        why = " ".join(str(exc).split())[:200]
+        raise StudyError(f"{study.source}: a worker process died ({why}); the finished runs "
+                         f"are kept: run the study again to go on") from None
 
 
 def _dask_outcomes(client, todo: list[GridPoint]) -> Iterator[Outcome]:
@@ -775,7 +776,7 @@ def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
 
 def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int]]:
     """(summary key, (heading, scale), digits) of the metrics the table shows."""
-    shown = [("mean_bsld", ("bsld", 1.0), 2), ("mean_wait_s", ("wait s", 1.0), 0),
+    shown = [("mean_bsld", ("bsld", 1.0), 2), ("mean_wait_s", ("wait h", 1 / 3600), 1),
              ("utilization", ("util", 1.0), 3)]
     if CONTROLLER_METRICS[0] in study.metric_columns:
         shown.append(("processor_savings", ("saved", 1.0), 3))

@@ -413,7 +413,8 @@ def test_unreachable_scheduler_fails_cleanly(tmp_path, capsys, monkeypatch):
         assert main(["study", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith(f"StudyError: {path}: scheduler: cannot connect to tcp://127.0.0.1:{port}")
+    assert err.startswith(f"StudyError: {path}: scheduler: cannot connect to "
+                          f"tcp://127.0.0.1:{port}")
     assert listing(tmp_path) == before
 
 
