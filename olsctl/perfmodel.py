@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
 
@@ -94,10 +94,10 @@ def node_options(n_req: int, moldable: bool, sizes: Sequence[float], max_nodes: 
                          for f in sizes}))
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """One way to run a job: ``nodes`` capped at ``level_mw`` each (``power_mw`` in
-    all), taking ``factor`` x its logged runtime."""
+    all), taking ``factor`` x its logged runtime. Tuples order as the policies prefer:
+    faster, then less power, then fewer nodes."""
 
     factor: float
     power_mw: int
@@ -162,16 +162,24 @@ class BudgetRun:
         key = (j, levels_mw, node_peak_mw)
         out = self.cache.get(key)
         if out is None:
-            s, n_req = self.settings, self.req_nodes[j]
-            out = []
-            for n in node_options(n_req, self.moldable[j], s.sizes, self.total_nodes):
-                h = scale_factor(self.serial[j], n_req, n)
-                for lv in levels_mw:
-                    g = power_factor(self.kappa[j], lv / node_peak_mw, s)
-                    out.append(Config(h * g, n * lv, n, lv))
-            out.sort(key=lambda c: (c.factor, c.power_mw, c.nodes))
+            s, n_req, kappa = self.settings, self.req_nodes[j], self.kappa[j]
+            g = [(lv, power_factor(kappa, lv / node_peak_mw, s)) for lv in levels_mw]
+            out = [Config(h * gv, n * lv, n, lv)
+                   for n in node_options(n_req, self.moldable[j], s.sizes, self.total_nodes)
+                   for h in (scale_factor(self.serial[j], n_req, n),) for lv, gv in g]
+            out.sort()
             self.cache[key] = out
         return out
+
+    def least_power(self, j: int, levels_mw: tuple[int, ...], node_peak_mw: int) -> Config:
+        """Job ``j``'s configuration needing the least power: its fewest nodes at the
+        lowest cap (unique: any other has more nodes or a higher cap)."""
+        s, n_req = self.settings, self.req_nodes[j]
+        n = node_options(n_req, self.moldable[j], s.sizes, self.total_nodes)[0]
+        lv = levels_mw[0]
+        factor = (scale_factor(self.serial[j], n_req, n)
+                  * power_factor(self.kappa[j], lv / node_peak_mw, s))
+        return Config(factor, n * lv, n, lv)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def start(self, state: "SimState", j: int, c: Config) -> None:

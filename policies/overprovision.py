@@ -122,7 +122,7 @@ class BudgetPolicy:
 
     def smallest(self, run: BudgetRun, j: int) -> Config:
         """The configuration needing the least power this policy could give job ``j``."""
-        return min(self.configs(run, j), key=lambda c: (c.power_mw, c.factor, c.nodes))
+        return run.least_power(j, self._levels_mw, self._peak_mw)
 
     def infeasible(self, state: "SimState") -> str | None:
         """Why some job could never start under the budget on an empty machine, or None."""

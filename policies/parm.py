@@ -35,12 +35,23 @@ if TYPE_CHECKING:
 Choices = list[tuple[float, Config]]
 
 
-def pareto_choices(choices: Choices) -> Choices:
-    """Drop choices another beats or equals in value with no more nodes and power."""
-    out: Choices = []
-    for v, c in sorted(choices, key=lambda x: (x[1].power_mw, x[1].nodes, -x[0])):
-        if not any(c2.nodes <= c.nodes and v2 >= v for v2, c2 in out):
-            out.append((v, c))
+def pareto_configs(configs: Sequence[Config]) -> list[Config]:
+    """The configurations no other one matches or beats in nodes, power and speed at
+    once (the others are never worth choosing: whatever one of them fits, its better
+    fits too and ends sooner), in increasing power."""
+    out: list[Config] = []
+    stair_n: list[int] = []    # kept (nodes, factor): factor falls as nodes rise
+    stair_f: list[float] = []
+    for c in sorted(configs, key=lambda c: (c.power_mw, c.nodes, c.factor)):
+        i = bisect_right(stair_n, c.nodes)
+        if i and stair_f[i - 1] <= c.factor:
+            continue
+        out.append(c)
+        k = i
+        while k < len(stair_n) and stair_f[k] >= c.factor:
+            k += 1
+        stair_n[i:k] = [c.nodes]
+        stair_f[i:k] = [c.factor]
     return out
 
 
@@ -50,13 +61,37 @@ def solve_exact(jobs: Sequence[Choices], free_n: int, free_mw: int) -> list[int 
     over jobs whose states, (nodes, power, value, picks), keep only the Pareto-optimal
     ones (no other state has no more nodes, no more power and at least the value).
     Ties go to less power, then fewer nodes, then earlier states."""
+    tops: list[int | None] = []
+    top_n = top_mw = 0
+    for choices in jobs:  # each job's most valuable choice (ties: less power, fewer nodes)
+        top, key = None, None
+        for k, (v, c) in enumerate(choices):
+            kk = (v, -c.power_mw, -c.nodes)
+            if key is None or kk > key:
+                top, key = k, kk
+        tops.append(top)
+        if top is not None:
+            top_n += choices[top][1].nodes
+            top_mw += choices[top][1].power_mw
+    if top_n <= free_n and top_mw <= free_mw:
+        return tops  # they all fit at once
+    # states that cannot reach a feasible solution's value are dropped on the way
+    # (the greedy solution's, less a rounding margin): they cannot be the best
+    greedy = solve_greedy(jobs, free_n, free_mw)
+    floor = sum(jobs[i][k][0] for i, k in enumerate(greedy) if k is not None)
+    floor -= 1e-9 * (abs(floor) + 1.0)
+    rest = [0.0] * (len(jobs) + 1)
+    for i in range(len(jobs) - 1, -1, -1):
+        rest[i] = rest[i + 1] + max((v for v, _ in jobs[i]), default=0.0)
     states: list[tuple[int, int, float, tuple]] = [(0, 0, 0.0, ())]
-    for choices in jobs:
-        grown = [(n, m, v, picks + (None,)) for n, m, v, picks in states]
+    for i, choices in enumerate(jobs):
+        after = rest[i + 1]
+        grown = [(n, m, v, picks + (None,)) for n, m, v, picks in states
+                 if v + after >= floor]
         for n, m, v, picks in states:
             for k, (value, c) in enumerate(choices):
                 n1, m1 = n + c.nodes, m + c.power_mw
-                if n1 <= free_n and m1 <= free_mw:
+                if n1 <= free_n and m1 <= free_mw and v + value + after >= floor:
                     grown.append((n1, m1, v + value, picks + (k,)))
         states = _pareto_states(grown)
     best = max(states, key=lambda s: (s[2], -s[1], -s[0]))
@@ -92,23 +127,29 @@ def solve_greedy(jobs: Sequence[Choices], free_n: int, free_mw: int) -> list[int
     used_n = used_mw = 0
     scale_n, scale_mw = 1.0 / max(free_n, 1), 1.0 / max(free_mw, 1)
     while True:
-        best = None
+        best, best_key = None, (-1.0, 0.0)
+        room_n, room_mw = free_n - used_n, free_mw - used_mw
         for i, choices in enumerate(jobs):
             cur = pick[i]
-            v0, n0, m0 = (0.0, 0, 0) if cur is None else (
-                choices[cur][0], choices[cur][1].nodes, choices[cur][1].power_mw)
+            if cur is None:
+                v0, n0, m0 = 0.0, 0, 0
+            else:
+                v0, c0 = choices[cur]
+                n0, m0 = c0.nodes, c0.power_mw
             for k, (v, c) in enumerate(choices):
                 gain = v - v0
-                dn, dm = c.nodes - n0, c.power_mw - m0
-                if gain <= 0 or used_n + dn > free_n or used_mw + dm > free_mw:
+                if gain <= 0:
                     continue
-                cost = max(dn, 0) * scale_n + max(dm, 0) * scale_mw
+                dn, dm = c.nodes - n0, c.power_mw - m0
+                if dn > room_n or dm > room_mw:
+                    continue
+                cost = (dn * scale_n if dn > 0 else 0.0) + (dm * scale_mw if dm > 0 else 0.0)
                 key = (gain / cost if cost > 0 else INF, gain)
-                if best is None or key > best[0]:
-                    best = (key, i, k, dn, dm)
+                if key > best_key:
+                    best, best_key = (i, k, dn, dm), key
         if best is None:
             return pick
-        _, i, k, dn, dm = best
+        i, k, dn, dm = best
         pick[i] = k
         used_n += dn
         used_mw += dm
@@ -137,17 +178,19 @@ class Parm(BudgetPolicy):
                 free_mw: int, deadline_s: float) -> Choices:
         """Job ``j``'s Pareto-optimal (weighted speedup, configuration) pairs that fit
         the free nodes and power and end by ``deadline_s``."""
+        key = (self._key, state.active_procs, j)
+        got = run.cache.get(key)
+        if got is None:
+            configs = [c for c in self.configs(run, j) if c.nodes <= state.active_procs]
+            slowest = max(c.factor for c in configs) if configs else 1.0
+            got = run.cache[key] = (slowest, pareto_configs(configs))
+        slowest, configs = got
         now, est = state.now_s, state.estimate_s[j]
-        configs = [c for c in self.configs(run, j) if c.nodes <= state.active_procs]
-        if not configs:
-            return []
-        slowest = max(c.factor for c in configs)
         wait = now - state.submit_s[j]
         weight = (1.0 + wait / max(est, 10.0)) ** self.fairness if self.fairness else 1.0
-        out = [(weight * slowest / c.factor, c) for c in configs
-               if c.nodes <= free_n and c.power_mw <= free_mw
-               and now + est * c.factor <= deadline_s]
-        return pareto_choices(out)
+        return [(weight * slowest / c.factor, c) for c in configs
+                if c.nodes <= free_n and c.power_mw <= free_mw
+                and now + est * c.factor <= deadline_s]
 
     def schedule(self, state: "SimState") -> None:
         run = self.run_of(state)
@@ -187,9 +230,8 @@ class Parm(BudgetPolicy):
             if not reserved:
                 reserved = True
                 if head not in started:
-                    need = [c for c in self.configs(run, head) if c.nodes <= state.active_procs]
-                    if need:
-                        c = min(need, key=lambda c: (c.power_mw, c.factor, c.nodes))
+                    c = self.smallest(run, head)
+                    if c.nodes <= state.active_procs:
                         deadline = shadow2(state, run, c.nodes, c.power_mw, budget)[0]
 
     def run_report(self, state: "SimState", records) -> dict:

@@ -116,7 +116,7 @@ class RmapAdaptive(_Rmap):
         for c in fits:
             if c.power_mw <= bound:
                 return c
-        return min(fits, key=lambda c: (c.power_mw, c.factor, c.nodes)) if fits else None
+        return self.smallest(run, j) if fits else None
 
     def options(self, run: BudgetRun, j: int, active: int) -> list[Config]:
         best = self.best(run, j, active)
