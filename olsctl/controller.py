@@ -28,11 +28,10 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Any, Sequence
 
-import numpy as np
 
 from olsctl.policies import make_policy
-from olsctl.state import Snapshot
-from olsctl.whatif import JobTable, run_whatif
+from olsctl.state import SimState, Snapshot
+from olsctl.whatif import JobTable, advance
 
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
 COSTS = ("active_procs", "energy", "power_cap", "peak_power")
@@ -103,6 +102,8 @@ class Trial:
     peak_power_w: float | None = None
     error: str | None = None
     stopped_at_s: float | None = None
+    #: the candidate's cap is below the power forecast (it could not be kept)
+    over_cap: bool = False
 
     @property
     def complete(self) -> bool:
@@ -113,7 +114,7 @@ class Trial:
         return self.candidate.active_procs
 
     def metric(self, name: str) -> float:
-        return INF if (self.unstarted or self.error) else getattr(self, name)
+        return INF if (self.unstarted or self.error or self.over_cap) else getattr(self, name)
 
     def as_dict(self) -> dict:
         out = {**self.candidate.as_dict(), "jobs": self.jobs, "unstarted": self.unstarted}
@@ -130,6 +131,8 @@ class Trial:
         out["cost"] = _json_float(self.cost)
         if self.stopped_at_s is not None:
             out["stopped_at_s"] = self.stopped_at_s
+        if self.over_cap:
+            out["over_cap"] = True
         if self.error is not None:
             out["error"] = self.error
         return out
@@ -140,66 +143,102 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     Pure: the same inputs give the same trial (``seed`` is reserved for randomised
     arrival models; the bundled ones are deterministic)."""
     snap = task.snapshot
-    power = snap.power
-    if power is not None and candidate.cap_w is not None:
+    n = int(snap.job_id.size)
+    active = int(candidate.active_procs)
+    cost_parts: dict[str, float] = {"active_procs": float(active)}
+    if snap.power is not None:
+        cap_w = candidate.cap_w
+        cost_parts["power_cap"] = float(snap.power.cap.cap_at(snap.now_s) if cap_w is None
+                                        else cap_w)
+
+    def cost() -> float:
+        return float(sum(w * cost_parts.get(name, INF) for name, w in task.cost))
+
+    too_wide = int((snap.procs[snap.n_running:] > active).sum())
+    if too_wide:  # they can never start on this machine: no need to simulate
+        return Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, cost())
+    state = SimState.from_snapshot(snap)
+    state.active_procs = active
+    if state.power is not None and candidate.cap_w is not None:
         from olsctl.power.cap import CapSchedule
 
-        power = replace(power, cap=CapSchedule.constant(candidate.cap_w))
-    snap = replace(snap, active_procs=int(candidate.active_procs), power=power)
+        state.power.cap = CapSchedule.constant(candidate.cap_w)
     spec = task.policy
     if candidate.window is not None:
         spec = {**spec, "window": int(candidate.window)}
-    policy = make_policy(spec)
-    n = snap.job_id.size
-    width = snap.procs[snap.n_running:]
-    too_wide = int((width > candidate.active_procs).sum())
-    cost_parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
-    if power is not None:
-        cost_parts["power_cap"] = float(power.cap.cap_at(snap.now_s))
-    if too_wide:  # they can never start on this machine: no need to simulate
-        cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
-        return Trial(candidate, int(n), too_wide, 0, INF, INF, INF, INF, float(cost))
+    policy = _policy(spec)
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-    res = run_whatif(snap, policy, arrivals=task.arrivals,
-                     arrivals_power=task.arrivals_power, watch_snapshot=True, until_s=until,
-                     stop_above=task.stop_above)
-    start = res.start_s[:n]
-    submit, runtime = res.submit_s[:n], res.runtime_s[:n]
-    if res.stopped_bound is not None:
-        metric, _limit = task.stop_above
+    stopped = advance(state, policy, task.arrivals, task.arrivals_power, watch_snapshot=True,
+                      until_s=until, stop_above=task.stop_above)
+    if stopped is not None:
         values = {name: math.nan for name in SLA_METRICS}
-        values[metric] = res.stopped_bound
-        cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
-        return Trial(candidate, int(n), 0, 0, *(values[m] for m in SLA_METRICS), float(cost),
-                     stopped_at_s=res.end_time_s)
-    unstarted_mask = np.isnan(start)
-    censored = 0
-    unstarted = int(unstarted_mask.sum())
-    if unstarted and task.horizon_s is not None:
-        # still waiting at the horizon: they have waited at least until then
-        start = np.where(unstarted_mask, until, start)
-        censored, unstarted = unstarted, 0
+        values[task.stop_above[0]] = stopped
+        return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS), cost(),
+                     stopped_at_s=state.now_s)
+    start = state.start_s[:n]
+    censored = unstarted = 0
+    for k, s in enumerate(start):
+        if s != s:  # NaN: not started
+            if task.horizon_s is not None:
+                # still waiting at the horizon: it has waited at least until then
+                start[k] = until
+                censored += 1
+            else:
+                unstarted += 1
     energy = mean_w = peak_w = None
-    if power is not None:
-        energy, mean_w, peak_w = _power_forecast(snap, res, task)
+    over_cap = False
+    if state.power is not None:
+        energy, mean_w, peak_w = _power_forecast(snap, state, task, active)
         cost_parts.update(energy=energy, peak_power=peak_w)
-    queue_bsld = None
+        over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
     if n == 0:
-        metrics = (1.0, 1.0, 0.0, 0.0)
-    elif unstarted:
-        metrics = (INF, INF, INF, INF)
-    else:
-        wait = start - submit
-        bsld = 1.0 + wait / np.maximum(runtime, 10.0)
-        metrics = (float(bsld.mean()), _p95(bsld), float(wait.mean()), float(wait.max()))
-        queue_index = getattr(policy, "queue_index", None)
-        if queue_index is not None:
-            q = np.asarray([queue_index(e) for e in snap.estimate_s.tolist()])
-            queue_bsld = tuple(float(bsld[q == k].mean()) if (q == k).any() else 1.0
-                               for k in range(policy.queues))
-    cost = sum(w * cost_parts.get(name, INF) for name, w in task.cost)
-    return Trial(candidate, int(n), unstarted, censored, *metrics, float(cost), queue_bsld,
-                 energy, mean_w, peak_w)
+        return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost(), None, energy, mean_w,
+                     peak_w, over_cap=over_cap)
+    if unstarted:
+        return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost(), None,
+                     energy, mean_w, peak_w, over_cap=over_cap)
+    submit, runtime = state.submit_s, state.runtime_s
+    wait = [start[k] - submit[k] for k in range(n)]
+    bsld = [1.0 + w / (r if r > 10.0 else 10.0) for w, r in zip(wait, runtime)]
+    queue_bsld = None
+    queue_index = getattr(policy, "queue_index", None)
+    if queue_index is not None:
+        sums = [[0.0, 0] for _ in range(policy.queues)]
+        for e, b in zip(state.estimate_s, bsld):
+            q = sums[queue_index(e)]
+            q[0] += b
+            q[1] += 1
+        queue_bsld = tuple(total / count if count else 1.0 for total, count in sums)
+    return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
+                 math.fsum(wait) / n, max(wait), cost(), queue_bsld, energy, mean_w, peak_w,
+                 over_cap=over_cap)
+
+
+_POLICIES: dict[str, Any] = {}
+
+
+def _policy(spec: dict):
+    """The policy of ``spec``, built once per process (policies hold settings only)."""
+    key = json.dumps(spec, sort_keys=True, default=str)
+    got = _POLICIES.get(key)
+    if got is None:
+        if len(_POLICIES) > 256:
+            _POLICIES.clear()
+        got = _POLICIES[key] = make_policy(spec)
+    return got
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between order statistics (numpy's
+    default method, computed the same way)."""
+    x = sorted(values)
+    h = (len(x) - 1) * q / 100.0
+    lo = int(h)
+    t = h - lo
+    a = x[lo]
+    b = x[lo + 1] if lo + 1 < len(x) else a
+    d = b - a
+    return a + d * t if t < 0.5 else b - d * (1.0 - t)
 
 
 def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0) -> list[Trial]:
@@ -218,39 +257,37 @@ def _failed(task: WhatIfTask, c: Candidate, error: str) -> Trial:
     return Trial(c, int(task.snapshot.job_id.size), 0, 0, INF, INF, INF, INF, INF, error=error)
 
 
-def _p95(values: np.ndarray) -> float:
-    return float(np.percentile(values, 95)) if values.size > 1 else float(values[0])
-
-
-def _power_forecast(snap: Snapshot, res, task: WhatIfTask) -> tuple[float, float, float]:
+def _power_forecast(snap: Snapshot, state: SimState, task: WhatIfTask,
+                    active: int) -> tuple[float, float, float]:
     """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
-    the what-if: every job at its profile's mean power, idle active processors at idle
-    power, the rest asleep, plus the wakes the candidate needs."""
-    p = snap.power
+    the what-if: for energy and mean power every job at its profile's mean power, for
+    the peak at its profile's maximum (what a cap must allow for); idle active
+    processors at idle power, the rest asleep, plus the wakes the candidate needs."""
+    p = state.power
     now = snap.now_s
     end = now + task.power_s
-    procs = res.procs.tolist()
-    start = res.start_s.tolist()
-    runtime = res.runtime_s.tolist()
-    mean_w = p.true_mean_w
+    procs, start, runtime = state.procs, state.start_s, state.runtime_s
+    mean_w, max_w = p.true_mean_w, p.true_max_w
     n_power = len(mean_w)
-    events: dict[float, list[float]] = {}  # time -> [d busy procs, d busy watts]
+    events: dict[float, list[float]] = {}  # time -> [d busy procs, d watts, d max watts]
     for j, s in enumerate(start):
         if s != s or s >= end or j >= n_power:
             continue
         e = s + runtime[j]
         if e <= now:
             continue
-        w = procs[j] * mean_w[j]
-        a = events.setdefault(max(s, now), [0.0, 0.0])
+        w, top = procs[j] * mean_w[j], procs[j] * max_w[j]
+        a = events.setdefault(max(s, now), [0.0, 0.0, 0.0])
         a[0] += procs[j]
         a[1] += w
+        a[2] += top
         if e < end:
-            b = events.setdefault(e, [0.0, 0.0])
+            b = events.setdefault(e, [0.0, 0.0, 0.0])
             b[0] -= procs[j]
             b[1] -= w
-    active, total = snap.active_procs, snap.total_procs
-    busy = busy_w = 0.0
+            b[2] -= top
+    total = snap.total_procs
+    busy = busy_w = busy_top = 0.0
     energy = 0.0
     peak = 0.0
     times = sorted(events)
@@ -260,15 +297,17 @@ def _power_forecast(snap: Snapshot, res, task: WhatIfTask) -> tuple[float, float
         if t > t_prev:
             idle = active - busy if active > busy else 0.0
             asleep = total - (active if active > busy else busy)
-            watts = busy_w + p.idle_w * idle + p.sleep_w * asleep
-            energy += watts * (t - t_prev)
-            peak = watts if watts > peak else peak
+            rest = p.idle_w * idle + p.sleep_w * asleep
+            energy += (busy_w + rest) * (t - t_prev)
+            top = busy_top + rest
+            peak = top if top > peak else peak
             t_prev = t
         d = events.get(t)
         if d is not None:
             busy += d[0]
             busy_w += d[1]
-    energy += task.wake_energy_j * max(0, snap.active_procs - task.snapshot.active_procs)
+            busy_top += d[2]
+    energy += task.wake_energy_j * max(0, active - snap.active_procs)
     return energy, energy / task.power_s, peak
 
 
@@ -441,11 +480,15 @@ class Controller:
         s = self.settings
         if s.search == "grid":
             return self._evaluate(task, cands, waiting)
-        # bisect: per (cap, window), the smallest active count meeting the SLA, assuming
-        # more processors never hurt; all groups advance together, one probe each per round
+        # bisect along the first setting with several values (active processors, else the
+        # cap, else the window): per combination of the others, the smallest value meeting
+        # the SLA, assuming a larger one never hurts; all combinations advance together,
+        # one probe each per round
+        axis = next((k for k in range(3) if len({_axes(c)[k] for c in cands}) > 1), 0)
         groups: dict[tuple, list[Candidate]] = {}
-        for c in cands:
-            groups.setdefault((c.cap_w, c.window), []).append(c)
+        for c in sorted(cands, key=lambda c: _axes(c)[axis]):
+            key = tuple(v for k, v in enumerate(_axes(c)) if k != axis)
+            groups.setdefault(key, []).append(c)
         bounds = {k: [0, len(g)] for k, g in groups.items()}
         done: dict[Candidate, Trial] = {}
         while True:
@@ -535,6 +578,11 @@ class Controller:
                 "arrivals": s.arrivals,
                 "horizon_s": s.horizon_s,
                 "sla": {"metric": s.sla_metric, "max": s.sla_max}}
+
+
+def _axes(c: Candidate) -> tuple:
+    return (c.active_procs, -INF if c.cap_w is None else c.cap_w,
+            0 if c.window is None else c.window)
 
 
 def _workers(parallel) -> int:

@@ -34,7 +34,7 @@ class SimState:
     __slots__ = (
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
-        "held", "started", "checker", "power",
+        "held", "started", "checker", "power", "cache",
     )
 
     def __init__(
@@ -71,6 +71,9 @@ class SimState:
         self.checker = checker
         #: power data (olsctl.power.runtime.PowerState) when the run has power
         self.power = None
+        #: per-job values a policy derives from fixed job attributes, computed once per
+        #: state (e.g. MQBF's queue of each job), keyed by the policy's settings
+        self.cache: dict = {}
 
     # -- changes made by drivers -------------------------------------------------------
     def arrive(self, idx: int) -> None:

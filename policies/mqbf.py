@@ -50,7 +50,7 @@ class PartitionProfiles:
     active processors not in use, so a machine shrunk below its busy count starts nothing.
     """
 
-    def __init__(self, state: "SimState", owned: tuple[int, ...], queue_of: dict[int, int],
+    def __init__(self, state: "SimState", owned: tuple[int, ...], queue_of: list[int],
                  borrow: bool) -> None:
         self.state = state
         self.k = k = len(owned)
@@ -341,16 +341,14 @@ class MultiQueueBackfill:
         if state.busy_procs >= state.active_procs or not state.queue:
             return None  # nothing can start: the pass would change nothing
         est, procs = state.estimate_s, state.procs
-        bounds = self.boundaries_s
         idle = state.active_procs - state.busy_procs
-        queue_of: dict[int, int] = {}
+        queue_of = self._queues(state)
         groups: list[list[int]] = [[] for _ in range(self.queues)]
         by_head: list[list[int]] = []  # the queues in the order of their heads
         fits = False
         ordered = self._order(state, state.queue)
         for j in ordered:
-            q = queue_of[j] = bisect_right(bounds, est[j])
-            group = groups[q]
+            group = groups[queue_of[j]]
             if not group:
                 by_head.append(group)
             group.append(j)
@@ -362,6 +360,16 @@ class MultiQueueBackfill:
                                       self.borrow)
         backfill_pass(state, ordered, resources, by_head)
         return resources
+
+    def _queues(self, state: "SimState") -> list[int]:
+        """Every job's queue (0-based), computed once per state from its estimate."""
+        est = state.estimate_s
+        key = ("mqbf-queue", self.boundaries_s)
+        got = state.cache.get(key)
+        if got is None or len(got) < len(est):
+            bounds = self.boundaries_s
+            got = state.cache[key] = [bisect_right(bounds, e) for e in est]
+        return got
 
     def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:
         """Without ``borrow``, a job wider than its own partition could never run: say

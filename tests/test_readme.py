@@ -94,7 +94,12 @@ def test_bundled_configs_load():
     configs = sorted((ROOT / "configs").glob("*.yaml"))
     assert configs
     for path in configs:
-        load_config(path)
+        if path.name.startswith("study-"):
+            from olsctl.study import load_study
+
+            load_study(path)
+        else:
+            load_config(path)
 
 
 def test_controller_reference_lists_every_controller_key():
