@@ -158,3 +158,48 @@ def _knapsack_sim(w: Workload, est) -> MainSimulator:
                                   project_of(w).tolist(), m.idle_w, m.sleep_w, m.peak_w,
                                   CapSchedule.constant(0.625 * w.machine_procs * m.peak_w))
     return sim
+
+
+@dataclass
+class OlsRow:
+    """One EASY/OLS run (Lawson & Smirni's setting) of a log at a given ``n_jobs``."""
+
+    trace: str
+    n_jobs: int
+    ticks: int
+    whatifs: int
+    wall_s: float
+    controller_s: float
+
+    @property
+    def controller_share(self) -> float:
+        return self.controller_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+#: the controller of configs/easy-ols.yaml
+LAWSON_CONTROLLER = {"interval_s": 3600,
+                     "candidates": {"active_procs": {"fraction": [0.25, 0.375, 0.5, 0.625,
+                                                                  0.75, 0.875, 1.0]}},
+                     "sla": {"metric": "mean_bsld", "max": 200}, "cost": "active_procs"}
+
+
+def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "exact") -> OlsRow:
+    """Run EASY/OLS on ``trace`` (outputs to a temporary directory); wall time of the
+    whole run (parsing included) and the controller's part of it."""
+    import tempfile
+
+    from olsctl.config import build_config
+    from olsctl.runner import execute
+
+    with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
+        config = build_config({"trace": trace, "estimates": estimates, "policy": {"name": "easy"},
+                               "out": tmp, "controller": {**LAWSON_CONTROLLER, "n_jobs": n_jobs,
+                                                          "search": search}},
+                              source="bench")
+        gc.collect()
+        t0 = time.perf_counter()
+        result = execute(config)
+        wall = time.perf_counter() - t0
+    c = result.summary["controller"]
+    return OlsRow(result.summary["trace"], n_jobs, c["ticks"], c["whatifs"], wall,
+                  result.controller_wall_s)

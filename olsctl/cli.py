@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="also time the main simulator under MQBF(4) against EASY")
     bench.add_argument("--knapsack", action="store_true",
                        help="also time it under the window knapsack (w = 20, 62.5%% cap)")
+    bench.add_argument("--ols", action="store_true",
+                       help="instead, time EASY/OLS (configs/easy-ols.yaml's controller) with "
+                            "n_jobs 1 and 2: wall time and the controller's share")
+    bench.add_argument("--search", choices=("grid", "bisect"), default="grid",
+                       help="the controller's search with --ols (default grid)")
     return p
 
 
@@ -196,6 +201,33 @@ def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if result.failed else EXIT_OK
 
 
+def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
+    from rich.table import Table
+
+    from olsctl.bench import bench_ols
+
+    table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates): wall time "
+                        f"with parsing, and the controller's part")
+    for col in ("log", "ticks", "what-ifs", "1 job s", "ctl %", "2 jobs s", "ctl %",
+                "ctl 2/1"):
+        table.add_column(col, justify="right")
+    total = 0.0
+    for path in paths:
+        one = bench_ols(str(path), 1, args.search, args.estimates)
+        two = bench_ols(str(path), 2, args.search, args.estimates)
+        total += one.wall_s
+        out.print(f"{one.trace}: n_jobs=1 {one.wall_s:.1f} s (controller {one.controller_s:.1f} s, "
+                  f"{one.controller_share:.0%}), n_jobs=2 {two.wall_s:.1f} s (controller "
+                  f"{two.controller_s:.1f} s, {two.controller_s / one.controller_s:.2f}x)",
+                  highlight=False, soft_wrap=True)
+        table.add_row(one.trace, f"{one.ticks:,}", f"{one.whatifs:,}", f"{one.wall_s:.1f}",
+                      f"{one.controller_share:.0%}", f"{two.wall_s:.1f}",
+                      f"{two.controller_share:.0%}", f"{two.controller_s / one.controller_s:.2f}x")
+    out.print(table)
+    out.print(f"all logs, n_jobs=1: {total:.1f} s", highlight=False)
+    return EXIT_OK
+
+
 def cmd_trace_info(args: argparse.Namespace, out: Console) -> int:
     import json
 
@@ -230,6 +262,8 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         raise ConfigError(f"command line: --repeat: must be >= 1 (got {args.repeat})")
     names = args.traces or list(BUNDLED)
     paths = [resolve_trace(name, Path.cwd()) for name in names]
+    if args.ols:
+        return _bench_ols(paths, args, out)
     rows = []
     for path in paths:
         t0 = time.perf_counter()

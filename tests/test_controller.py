@@ -310,3 +310,13 @@ def test_run_set_overrides_any_key_and_bad_ones_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert key in err and len(err.splitlines()) == 1
         assert not (tmp_path / "x").exists()
+
+
+def test_bench_ols_reports_both_worker_counts(tmp_path, capsys):
+    lines = ["; MaxProcs: 8"] + [f"{j} {200 * j} -1 {600 + 37 * j % 900} {1 + j % 8} -1 -1 "
+                                 f"{1 + j % 8} 1500 -1 1 -1 -1 -1 -1 -1 -1 -1" for j in range(1, 60)]
+    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    assert main(["bench", str(tmp_path / "t.swf"), "--ols", "--search", "bisect"]) == 0
+    text = capsys.readouterr().out
+    line = [x for x in text.splitlines() if x.startswith("t.swf:")][0]
+    assert "n_jobs=1" in line and "n_jobs=2" in line and "controller" in line
