@@ -77,6 +77,31 @@ def run_whatif(
     ``stopped_bound`` then holds the lower bound that proved it.
     """
     state = SimState.from_snapshot(snapshot, checker)
+    stopped = advance(state, policy, arrivals, arrivals_power, watch_snapshot, until_s,
+                      stop_above)
+    return WhatIfResult(
+        job_id=np.asarray(state.job_id, dtype=np.int64),
+        submit_s=np.asarray(state.submit_s, dtype=float),
+        procs=np.asarray(state.procs, dtype=np.int64),
+        runtime_s=np.asarray(state.runtime_s, dtype=float),
+        start_s=np.asarray(state.start_s, dtype=float),
+        n_running_at_start=snapshot.n_running,
+        end_time_s=state.now_s,
+        stopped_bound=stopped,
+    )
+
+
+def advance(
+    state: SimState,
+    policy,
+    arrivals: JobTable | None = None,
+    arrivals_power=None,
+    watch_snapshot: bool = False,
+    until_s: float = INF,
+    stop_above: "tuple[str, float] | None" = None,
+) -> float | None:
+    """The loop of :func:`run_whatif` on a live ``state`` (changed in place; its jobs
+    are the snapshot's). Returns the bound when cut short by ``stop_above``, else None."""
     n_snap = len(state.job_id)
     arr_time: list[float] = []
     if arrivals is not None and len(arrivals):
@@ -130,16 +155,7 @@ def run_whatif(
             state.arrive(n_snap + a)
             a += 1
             queue_left += 1
-    return WhatIfResult(
-        job_id=np.asarray(state.job_id, dtype=np.int64),
-        submit_s=np.asarray(state.submit_s, dtype=float),
-        procs=np.asarray(state.procs, dtype=np.int64),
-        runtime_s=np.asarray(runtime, dtype=float),
-        start_s=np.asarray(state.start_s, dtype=float),
-        n_running_at_start=snapshot.n_running,
-        end_time_s=state.now_s,
-        stopped_bound=stopped,
-    )
+    return stopped
 
 
 class MissBound:
