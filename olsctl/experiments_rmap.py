@@ -3,8 +3,8 @@
 
 - **Bounded machine** (:func:`bounded_machine_table`, Patki et al.'s setup): 64 nodes,
   jobs arriving as a Poisson process, every job moldable, power bounds from extremely
-  constrained (every node at the lowest cap) to unconstrained (every node at peak);
-  averaged over several seeded workloads.
+  constrained (less than every node at the lowest cap) to unconstrained (every node at
+  peak); averaged over several seeded workloads, at a light and a moderate load.
 - **Real log** (:func:`real_log_table`): a bundled log on an overprovisioned machine
   with ``overprovision`` x its nodes, a share of the jobs moldable, bounds given as
   fractions of the enlarged machine's peak (0.5 with ``overprovision: 2`` is the
@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
+from olsctl.perfmodel import budget_run
 from olsctl.policies import make_policy
 from olsctl.sim import MainSimulator
 from olsctl.swf import SwfHeader
@@ -39,8 +40,13 @@ POLICIES: dict[str, dict] = {
 }
 
 
+#: RMAP's range of bounds on the 64-node machine, as fractions of every node at peak:
+#: 0.35 cannot feed every node even at the lowest cap (0.45); 1 is unconstrained
+BOUNDS = (0.35, 0.45, 0.55, 0.7, 0.85, 1.0)
+
+
 def poisson_workload(n_jobs: int = 200, nodes: int = 64, load: float = 0.7, seed: int = 0,
-                     sizes: Sequence[int] = (2, 4, 8, 16, 24), runtime_s: tuple = (600, 7200),
+                     sizes: Sequence[int] = (2, 4, 8, 16), runtime_s: tuple = (600, 7200),
                      projects: int = 8) -> Workload:
     """``n_jobs`` jobs arriving as a Poisson process whose rate offers ``load`` of the
     ``nodes`` at peak (requested nodes x runtime); sizes uniform among ``sizes``,
@@ -74,11 +80,17 @@ class Outcome:
     budget: dict
 
 
-def run_policy(workload: Workload, spec: dict, estimates: str = "exact") -> Outcome:
-    """Run ``workload`` under the policy ``spec`` (its model prepared for the run)."""
+def run_policy(workload: Workload, spec: dict, estimates: str = "exact",
+               model: dict | None = None) -> Outcome:
+    """Run ``workload`` under the policy ``spec`` (its model prepared for the run);
+    ``model`` overrides fields of :class:`olsctl.perfmodel.PerfSettings`."""
     policy = make_policy(spec)
     sim = MainSimulator(workload, policy, workload.estimate_s(estimates))
     problem = policy.prepare(sim.state, workload)
+    if model:
+        settings = replace(sim.state.power.settings, **model)
+        sim.state.power = budget_run(workload, settings, sim.state.total_procs)
+        problem = policy.infeasible(sim.state)
     if problem is not None:
         raise ValueError(problem)
     records = sim.run()
@@ -91,10 +103,11 @@ def run_policy(workload: Workload, spec: dict, estimates: str = "exact") -> Outc
                    policy.run_report(sim.state, records))
 
 
-def _row(label: str, workloads: list[Workload], shared: dict, policies: dict) -> dict:
+def _row(label: str, workloads: list[Workload], shared: dict, policies: dict,
+         model: dict | None = None) -> dict:
     row: dict = {"setting": label}
     for name, spec in policies.items():
-        outs = [run_policy(w, {**spec, **shared}) for w in workloads]
+        outs = [run_policy(w, {**spec, **shared}, model=model) for w in workloads]
         row[name] = float(np.mean([o.turnaround_s for o in outs]))
         row[f"{name} wait"] = float(np.mean([o.wait_s for o in outs]))
         row[f"{name} runtime"] = float(np.mean([o.runtime_s for o in outs]))
@@ -104,71 +117,93 @@ def _row(label: str, workloads: list[Workload], shared: dict, policies: dict) ->
     return row
 
 
-def bounded_machine_table(bounds: Sequence[float] = (0.45, 0.55, 0.7, 0.85, 1.0),
-                          seeds: Sequence[int] = range(5), n_jobs: int = 200,
-                          load: float = 0.7, policies: dict = POLICIES) -> list[dict]:
-    """Mean turnaround (s) per policy and bound on RMAP's 64-node bounded machine."""
+def bounded_machine_table(bounds: Sequence[float] = BOUNDS, seeds: Sequence[int] = range(5),
+                          n_jobs: int = 200, load: float = 0.3,
+                          policies: dict = POLICIES, model: dict | None = None) -> list[dict]:
+    """Mean turnaround (s) per policy and bound on RMAP's 64-node bounded machine;
+    ``model`` overrides fields of the performance model's settings."""
     workloads = [poisson_workload(n_jobs, 64, load, seed) for seed in seeds]
-    return [_row(f"{b:g}", workloads, {"bound": b, "moldable": 1.0}, policies) for b in bounds]
+    return [_row(f"{b:g}", workloads, {"bound": b, "moldable": 1.0}, policies, model)
+            for b in bounds]
 
 
 def real_log_table(trace: str = "KTH-SP2", overprovision: float = 2.0,
                    bounds: Sequence[float] = (0.5, 0.6, 0.75), moldable: float = 0.5,
-                   n_jobs: int | None = None, policies: dict = POLICIES) -> list[dict]:
+                   n_jobs: int | None = None, policies: dict = POLICIES,
+                   model: dict | None = None) -> list[dict]:
     """Mean turnaround (s) per policy and bound on a bundled log replayed on a machine
     of ``overprovision`` x its nodes, ``moldable`` of its jobs moldable."""
     base = load_workload(resolve_trace(trace))
     w = load_workload(resolve_trace(trace), int(round(base.machine_procs * overprovision)))
     if n_jobs is not None:
         w = w.head(n_jobs)
-    return [_row(f"{b:g}", [w], {"bound": b, "moldable": moldable}, policies)
+    return [_row(f"{b:g}", [w], {"bound": b, "moldable": moldable}, policies, model)
             for b in bounds]
 
 
 def markdown(rows: list[dict], policies: Sequence[str], title: str) -> str:
-    """A table of mean turnarounds (s) and Adaptive's gains over the baselines."""
+    """Mean turnaround (s) per policy, Adaptive's gains over the baselines (positive:
+    Adaptive faster), then mean wait / mean runtime (s) per policy."""
     head = ["bound"] + list(policies) + ["A0 vs Trad", "A0 vs Naive", "A20 vs Trad",
                                          "A20 vs Naive"]
-    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
+    lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def gain(a: str, b: str, r: dict) -> str:
-        return f"{100 * (1 - r[a] / r[b]):+.1f}%"
+    def gain(a: str, b: str, r: dict) -> float:
+        return 1.0 - r[a] / r[b]
 
+    pairs = (("Adaptive 0%", "Traditional"), ("Adaptive 0%", "Naive"),
+             ("Adaptive 20%", "Traditional"), ("Adaptive 20%", "Naive"))
     for r in rows:
         cells = [r["setting"]] + [f"{r[p]:,.0f}" for p in policies]
-        cells += [gain("Adaptive 0%", "Traditional", r), gain("Adaptive 0%", "Naive", r),
-                  gain("Adaptive 20%", "Traditional", r), gain("Adaptive 20%", "Naive", r)]
+        cells += [f"{100 * gain(a, b, r):+.1f}%" for a, b in pairs]
         lines.append("| " + " | ".join(cells) + " |")
-    mean = {p: float(np.mean([1 - r["Adaptive 0%"] / r[p] for r in rows]))
-            for p in ("Traditional", "Naive")}
-    mean20 = {p: float(np.mean([1 - r["Adaptive 20%"] / r[p] for r in rows]))
-              for p in ("Traditional", "Naive")}
-    lines += ["", f"mean gain over the bounds: Adaptive 0% {100 * mean['Traditional']:+.1f}% "
-              f"vs Traditional, {100 * mean['Naive']:+.1f}% vs Naive; Adaptive 20% "
-              f"{100 * mean20['Traditional']:+.1f}% vs Traditional, "
-              f"{100 * mean20['Naive']:+.1f}% vs Naive (positive: Adaptive faster)"]
+    means = [float(np.mean([gain(a, b, r) for r in rows])) for a, b in pairs]
+    lines.append("| mean | " + " | ".join([""] * len(policies))
+                 + " | " + " | ".join(f"{100 * m:+.1f}%" for m in means) + " |")
+    lines += ["", "mean wait / mean runtime (s):", "",
+              "| bound | " + " | ".join(policies) + " |", "|" + "---|" * (len(policies) + 1)]
+    for r in rows:
+        lines.append(f"| {r['setting']} | " + " | ".join(
+            f"{r[p + ' wait']:,.0f} / {r[p + ' runtime']:,.0f}" for p in policies) + " |")
+    csr = min(r[f"{p} csr"] for r in rows for p in policies)
+    greedy = sum(r.get("PARM greedy windows", 0) for r in rows)
+    lines += ["", f"lowest CSR over the job power budget in any run: {csr:.3f}; PARM "
+              f"windows solved greedily: {greedy}"]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m olsctl.experiments_rmap",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer jobs and seeds")
-    p.add_argument("--trace", default="KTH-SP2", help="bundled log of the second table")
-    p.add_argument("--load", type=float, default=0.7, help="offered load, bounded machine")
+    p.add_argument("--quick", action="store_true", help="fewer jobs and seeds, log heads")
+    p.add_argument("--traces", nargs="*", default=["KTH-SP2", "SDSC-SP2"],
+                   help="bundled logs of the real-log tables")
+    p.add_argument("--loads", nargs="*", type=float, default=[0.3, 0.6],
+                   help="offered loads of the bounded machine")
+    p.add_argument("--exponent", type=float, help="model: dynamic power ~ clock^EXPONENT")
+    p.add_argument("--kappa", nargs=2, type=float, metavar=("LO", "HI"),
+                   help="model: range of the projects' compute-boundness")
     args = p.parse_args(argv)
+    model = {}
+    if args.exponent is not None:
+        model["exponent"] = args.exponent
+    if args.kappa is not None:
+        model["kappa_range"] = tuple(args.kappa)
+    shown = "".join(f", {k} {v}" for k, v in model.items())
     names = list(POLICIES)
     seeds = range(2) if args.quick else range(5)
     n_jobs = 100 if args.quick else 200
-    rows = bounded_machine_table(seeds=seeds, n_jobs=n_jobs, load=args.load)
-    print(markdown(rows, names, f"64 nodes, Poisson arrivals (load {args.load:g}, "
-                                f"{n_jobs} jobs x {len(seeds)} seeds), all jobs moldable: "
-                                f"mean turnaround (s)"))
-    print()
-    rows = real_log_table(args.trace, n_jobs=3000 if args.quick else None)
-    print(markdown(rows, names, f"{args.trace} on 2x its nodes, 50% moldable: mean "
-                                f"turnaround (s)"))
+    for load in args.loads:
+        rows = bounded_machine_table(seeds=seeds, n_jobs=n_jobs, load=load, model=model)
+        print(markdown(rows, names, f"64 nodes of 230 W, Poisson arrivals offering {load:g} "
+                                    f"of the machine at peak, {n_jobs} jobs x {len(seeds)} "
+                                    f"seeds, every job moldable{shown}: mean turnaround (s)"))
+        print(flush=True)
+    for trace in args.traces:
+        rows = real_log_table(trace, n_jobs=3000 if args.quick else None, model=model)
+        print(markdown(rows, names, f"{trace} on twice its nodes (bound 0.5 = its own nodes at "
+                                    f"peak), half the jobs moldable{shown}: mean turnaround (s)"))
+        print(flush=True)
     return 0
 
 
