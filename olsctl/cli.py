@@ -48,6 +48,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="set any config key by its dotted path, value in YAML (repeatable), "
                           "e.g. --set controller.search=bisect")
     run.add_argument("--quiet", action="store_true", help="print no table or progress")
+    run.add_argument("--live", action="store_true",
+                     help="show a live dashboard (plain lines when stdout is not a terminal) "
+                          "and write OUT/live.jsonl")
+    run.add_argument("--feed", action="store_true",
+                     help="write OUT/live.jsonl for olsctl monitor, without the dashboard")
+    run.add_argument("--pace", type=float, metavar="N",
+                     help="run at most N simulated seconds per wall second")
+
+    mon = sub.add_parser("monitor", help="watch a run writing into a directory",
+                         description="Show the live dashboard of the run writing DIR/live.jsonl "
+                                     "(olsctl run --live or --feed), from any process or machine "
+                                     "that sees DIR; a finished run is replayed.")
+    mon.add_argument("dir", help="the run's output directory")
+    mon.add_argument("--replay", action="store_true",
+                     help="replay the feed from its start, even while the run goes on")
+    mon.add_argument("--speed", type=float, default=20.0, metavar="X",
+                     help="replay at X samples per second (default 20)")
 
     trace = sub.add_parser("trace", help="inspect workload files")
     tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
@@ -86,6 +103,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="list the runs and which are finished; compute and write nothing")
     study.add_argument("--quiet", action="store_true", help="print no table or progress")
 
+    tune = sub.add_parser("tune", help="the cheapest static setting that meets a whole-run SLA",
+                          description="Run a grid of settings (as a study), rank them by cost "
+                                      "among those meeting the SLA, print the runners-up and "
+                                      "the trade-off curve, and write the winner as a config.")
+    tune.add_argument("tune", help="YAML tune file (a study file plus sla, cost, write)")
+    tune.add_argument("--out", help="tune directory (overrides the file's out)")
+    tune.add_argument("--n-jobs", type=int, help="runs in parallel (overrides the file's n_jobs)")
+    tune.add_argument("--quiet", action="store_true", help="print no table or progress")
+
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
@@ -109,12 +135,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args, out, err)
+        if args.command == "monitor":
+            return cmd_monitor(args, out, err)
         if args.command == "trace":
             return cmd_trace_info(args, out)
         if args.command == "bench":
             return cmd_bench(args, out)
         if args.command == "study":
             return cmd_study(args, out, err)
+        if args.command == "tune":
+            return cmd_tune(args, out, err)
         if args.command == "predict":
             return cmd_predict(args, out)
         if args.command == "convert":
@@ -157,12 +187,23 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     from olsctl.runner import execute
 
     config = _run_config(args)
+    live = None
+    if args.live or args.feed or args.pace is not None:
+        from olsctl.live import live_run
+        live = live_run(config, out, args.live, args.feed, args.pace)
     progress = None
-    if not args.quiet and err.is_terminal:
+    if not args.quiet and err.is_terminal and not args.live:
         from olsctl.reporting import job_progress
         progress = job_progress(err)
     t0 = time.perf_counter()
-    result = execute(config, progress)
+    try:
+        result = execute(config, progress, live)
+    except BaseException as exc:
+        if live is not None:
+            live.close(exc)  # the feed's end record: failed or interrupted
+        raise
+    if live is not None:
+        live.close()
     wall = time.perf_counter() - t0
     if not args.quiet:
         from olsctl.reporting import run_summary_table
@@ -175,6 +216,22 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                       f"{result.controller_wall_s:.1f} s of the wall time "
                       f"({100 * result.controller_wall_s / max(wall, 1e-9):.0f}%)",
                       highlight=False)
+    return EXIT_OK
+
+
+def cmd_monitor(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Exit 0 when the run finished (or on Ctrl-C), 1 when it failed or was interrupted."""
+    from olsctl.live import monitor, view_for
+
+    try:
+        end = monitor(Path(args.dir), view_for(out), args.replay, args.speed)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    if end["status"] != "finished":
+        err.print(f"{args.dir}: the run {end['status']}"
+                  + (f": {end['error']}" if end.get("error") else ""),
+                  markup=False, highlight=False, soft_wrap=True)
+        return 1
     return EXIT_OK
 
 
@@ -198,6 +255,31 @@ def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"{len(result.done)} of {len(study.points)} runs finished ({result.computed} "
                   f"computed now, {len(result.failed)} failed) in {result.wall_s:.1f} s; "
                   f"results in {study.out_dir / 'results.csv'}", highlight=False)
+    return 1 if result.failed else EXIT_OK
+
+
+def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Exit 0 with a winner, 1 when no setting meets the SLA or a run failed."""
+    from olsctl.study import NULL_STUDY_PROGRESS, study_progress
+    from olsctl.tune import load_tune, run_tune, tune_tables
+
+    if args.n_jobs is not None and (args.n_jobs == 0 or args.n_jobs < -1):
+        raise ConfigError(f"command line: --n-jobs: must be >= 1 or -1 (got {args.n_jobs})")
+    tune = load_tune(args.tune, out=args.out, n_jobs=args.n_jobs)
+    result = run_tune(tune, NULL_STUDY_PROGRESS if args.quiet else study_progress(err))
+    if not args.quiet:
+        for table in tune_tables(tune, result):
+            out.print(table)
+    if result.winner is None:
+        err.print(f"no setting keeps {tune.metric} <= {tune.limit:g} ({len(result.ranked)} "
+                  f"runs, {len(result.infeasible)} infeasible, {len(result.failed)} failed)",
+                  highlight=False)
+        return 1
+    if not args.quiet:
+        out.print(f"wrote {result.written}: {tune.metric} = {result.winner.metric:.4f}, "
+                  f"{tune.cost} = {result.winner.cost:,.2f} ({len(result.ranked)} settings run, "
+                  f"{len(result.infeasible)} infeasible, in {result.wall_s:.1f} s)",
+                  highlight=False)
     return 1 if result.failed else EXIT_OK
 
 

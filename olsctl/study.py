@@ -124,8 +124,13 @@ class Study:
 def load_study(path: str | Path, out: str | None = None, n_jobs: int | None = None) -> Study:
     """Read and validate a study file; ``out`` and ``n_jobs`` override the file's."""
     path = Path(path)
+    return study_from_data(_read_yaml(path), path, out, n_jobs)
+
+
+def study_from_data(data: dict, path: Path, out: str | None = None,
+                    n_jobs: int | None = None) -> Study:
+    """A validated study from the parsed study file ``path`` (paths are relative to it)."""
     src = str(path)
-    data = _read_yaml(path)
     for key in data:
         if key not in STUDY_KEYS:
             raise ConfigError(f"{src}: {key}: unknown key (known: {', '.join(STUDY_KEYS)})")

@@ -98,6 +98,10 @@ def test_bundled_configs_load():
             from olsctl.study import load_study
 
             load_study(path)
+        elif path.name.startswith("tune-"):
+            from olsctl.tune import load_tune
+
+            load_tune(path)
         else:
             load_config(path)
 
