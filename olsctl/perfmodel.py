@@ -146,8 +146,9 @@ class BudgetRun:
     exact_windows: int = 0
     greedy_windows: int = 0
     largest_greedy_window: int = 0
-    #: per (job, levels) the job's configurations, fastest first (rebuilt on demand)
-    cache: dict = field(default_factory=dict, repr=False)
+    #: per waiting job, what policies derived from its model (its configurations, the
+    #: ones a policy allows), by what they were derived for; dropped when it starts
+    cache: dict[int, dict] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.req_nodes)
@@ -159,8 +160,11 @@ class BudgetRun:
     def configs(self, j: int, levels_mw: tuple[int, ...], node_peak_mw: int) -> list[Config]:
         """Every configuration of job ``j`` over the cap levels, sorted fastest first
         (ties: less power, then fewer nodes)."""
-        key = (j, levels_mw, node_peak_mw)
-        out = self.cache.get(key)
+        mine = self.cache.get(j)
+        if mine is None:
+            mine = self.cache[j] = {}
+        key = (levels_mw, node_peak_mw)
+        out = mine.get(key)
         if out is None:
             s, n_req, kappa = self.settings, self.req_nodes[j], self.kappa[j]
             g = [(lv, power_factor(kappa, lv / node_peak_mw, s)) for lv in levels_mw]
@@ -168,7 +172,7 @@ class BudgetRun:
                    for n in node_options(n_req, self.moldable[j], s.sizes, self.total_nodes)
                    for h in (scale_factor(self.serial[j], n_req, n),) for lv, gv in g]
             out.sort()
-            self.cache[key] = out
+            mine[key] = out
         return out
 
     def least_power(self, j: int, levels_mw: tuple[int, ...], node_peak_mw: int) -> Config:
@@ -194,6 +198,7 @@ class BudgetRun:
         self.in_use_mw += c.power_mw
         if self.in_use_mw > self.peak_in_use_mw:
             self.peak_in_use_mw = self.in_use_mw
+        self.cache.pop(j, None)
         state.start(j)
 
     def on_finish(self, state: "SimState", idx: int) -> None:

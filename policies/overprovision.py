@@ -58,7 +58,7 @@ class BudgetPolicy:
     _perf: PerfSettings = field(init=False, repr=False, compare=False)
     _levels_mw: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _peak_mw: int = field(init=False, repr=False, compare=False)
-    _key: tuple = field(init=False, repr=False, compare=False)
+    _key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         levels = _numbers("cap_levels", self.cap_levels)

@@ -178,12 +178,14 @@ class Parm(BudgetPolicy):
                 free_mw: int, deadline_s: float) -> Choices:
         """Job ``j``'s Pareto-optimal (weighted speedup, configuration) pairs that fit
         the free nodes and power and end by ``deadline_s``."""
-        key = (self._key, state.active_procs, j)
-        got = run.cache.get(key)
+        key = (self._key, state.active_procs)
+        mine = run.cache.get(j)
+        got = None if mine is None else mine.get(key)
         if got is None:
             configs = [c for c in self.configs(run, j) if c.nodes <= state.active_procs]
             slowest = max(c.factor for c in configs) if configs else 1.0
-            got = run.cache[key] = (slowest, pareto_configs(configs))
+            got = (slowest, pareto_configs(configs))
+            run.cache.setdefault(j, {})[key] = got
         slowest, configs = got
         now, est = state.now_s, state.estimate_s[j]
         wait = now - state.submit_s[j]

@@ -39,12 +39,14 @@ class _Rmap(BudgetPolicy):
         run = self.run_of(state)
         if not state.queue or state.busy_procs >= state.active_procs:
             return
-        active, key, cache = state.active_procs, self._key, run.cache
+        key, cache = (self._key, state.active_procs), run.cache
 
         def options(j: int) -> list[Config]:
-            got = cache.get((key, active, j))
+            mine = cache.get(j)
+            got = None if mine is None else mine.get(key)
             if got is None:
-                got = cache[(key, active, j)] = self.options(run, j, active)
+                got = self.options(run, j, key[1])
+                cache.setdefault(j, {})[key] = got
             return got
 
         budget_backfill(state, run, self.budget_mw(state), options)
