@@ -86,7 +86,8 @@ def scale_factor(serial: float, n_req: int, n: int) -> float:
     return (serial + (1.0 - serial) / n) / (serial + (1.0 - serial) / n_req)
 
 
-def node_options(n_req: int, moldable: bool, sizes: Sequence[float], max_nodes: int) -> tuple[int, ...]:
+def node_options(n_req: int, moldable: bool, sizes: Sequence[float],
+                 max_nodes: int) -> tuple[int, ...]:
     """Node counts a job may run on, ascending (module docstring)."""
     if not moldable:
         return (n_req,)

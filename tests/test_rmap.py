@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import make_main, make_workload, workload_from_rows
+from conftest import make_main, workload_from_rows
 from olsctl.checker import StrictChecker
 from olsctl.cli import main
 from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_timeline, node_options,
@@ -319,7 +319,8 @@ def test_tunable_settings_are_plain_parameters():
     ("policy: {name: rmap-adaptive, moldable: 2}", "policy.moldable: must be in [0, 1]"),
     ("policy: {name: rmap-traditional, bound: 0.5}", "policy.bound: job "),
     ("policy: {name: rmap-adaptive}\npower: {cap: {fraction: 0.5}}", "power: policy rmap-adaptive"),
-    ("policy: {name: rmap-adaptive}\ncontroller: {interval_s: 600}", "controller: policy rmap-adaptive"),
+    ("policy: {name: rmap-adaptive}\ncontroller: {interval_s: 600}",
+     "controller: policy rmap-adaptive"),
 ])
 def test_bad_settings_give_one_line_errors(tmp_path, capsys, body, key):
     # KTH-SP2 has jobs of all 100 processors: at a bound of 0.5 Traditional could never
