@@ -76,6 +76,8 @@ class WhatIfTask:
     wake_energy_j: float = 0.0
     #: (metric, limit): cut a what-if short once it surely misses this SLA (None: never)
     stop_above: tuple[str, float] | None = None
+    #: processors a candidate adds become usable this long after the tick
+    wake_latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,11 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     if too_wide:  # they can never start on this machine: no need to simulate
         return Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, cost())
     state = SimState.from_snapshot(snap)
-    state.active_procs = active
+    raise_at = None
+    if active > snap.active_procs and task.wake_latency_s > 0:
+        raise_at = (snap.now_s + task.wake_latency_s, active)  # the added ones wake first
+    else:
+        state.active_procs = active
     if state.power is not None and candidate.cap_w is not None:
         from olsctl.power.cap import CapSchedule
 
@@ -169,7 +175,7 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     policy = _policy(spec)
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
     stopped = advance(state, policy, task.arrivals, task.arrivals_power, watch_snapshot=True,
-                      until_s=until, stop_above=task.stop_above)
+                      until_s=until, stop_above=task.stop_above, raise_at=raise_at)
     if stopped is not None:
         values = {name: math.nan for name in SLA_METRICS}
         values[task.stop_above[0]] = stopped
@@ -461,7 +467,8 @@ class Controller:
                 if sim.state.power is not None:
                     arrivals_power = sim.state.power.subset(list(range(lo, hi)))
         return WhatIfTask(snap, self.policy, s.cost, arrivals, arrivals_power, s.horizon_s,
-                          s.interval_s, self.wake_energy_j, (s.sla_metric, s.sla_max))
+                          s.interval_s, self.wake_energy_j, (s.sla_metric, s.sla_max),
+                          sim.wake_latency_s)
 
     def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
         self.whatifs += len(cands)
@@ -546,8 +553,8 @@ class Controller:
         cur = self._current
         if c == cur:
             return
-        if c.active_procs != sim.state.active_procs:
-            sim.set_active_procs(c.active_procs)
+        if c.active_procs != cur.active_procs:
+            sim.request_active_procs(c.active_procs)
         if c.cap_w is not None and c.cap_w != cur.cap_w:
             sim.set_cap(c.cap_w)
         if c.window is not None and c.window != cur.window:

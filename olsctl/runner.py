@@ -50,8 +50,9 @@ class _RichProgress(Progress):
         self.bar.update(self.task, completed=done)
 
 
-def execute(config: RunConfig, progress_bar=None) -> RunResult:
-    """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None."""
+def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
+    """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None;
+    ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None."""
     try:
         path = resolve_trace(config.trace, config.base_dir)
     except TraceError as exc:
@@ -105,6 +106,8 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
     if config.controller is not None:
         controller = _controller(config, workload, estimates,
                                  None if power is None else power[1])
+        if power is not None:
+            sim.wake_latency_s = power[1].wake_latency_s
         controller.start(sim)
     with ExitStack() as stack:
         if controller is not None and controller.settings.n_jobs != 1:
@@ -114,6 +117,8 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
                 Parallel(n_jobs=controller.settings.n_jobs, backend=controller.settings.backend))
         if progress_bar is not None:
             stack.enter_context(progress_bar)
+        if live is not None:
+            stack.enter_context(live.attach(sim, controller))
         records = sim.run()
 
     if records.unstarted:
@@ -146,7 +151,8 @@ def execute(config: RunConfig, progress_bar=None) -> RunResult:
         profiles, machine, cap = power
         index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
         cap = sim.state.power.cap  # with the controller's changes, if any
-        tl = accounting.timeline(records, profiles, index_of, machine, cap)
+        tl = accounting.timeline(records, profiles, index_of, machine, cap,
+                                 wake_before=sim.wake_latency_s > 0)
         smp = accounting.samples(tl, machine.sample_s)
         summary["power"] = {**accounting.summary(tl, smp), "cap": config.power["cap"],
                             "forced_starts": sim.state.power.forced_starts,

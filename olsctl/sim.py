@@ -89,6 +89,9 @@ class MainSimulator:
         self._group_end = np.concatenate((cut, [times.size])).tolist()
         self._group_time = times[self._group_start].tolist()
         self._next_group = 0
+        #: seconds a sleeping processor takes to wake (request_active_procs waits for it)
+        self.wake_latency_s = 0.0
+        self._active_token = 0
         self._schedule(0.0, ARRIVAL, self._on_arrivals)
 
     # -- public controls ------------------------------------------------------------------
@@ -105,6 +108,22 @@ class MainSimulator:
         if not 0 <= n <= self.state.total_procs:
             raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
         self.state.active_procs = int(n)
+
+    def request_active_procs(self, n: int) -> None:
+        """Ask for ``n`` active processors from now (from an :meth:`at` function): fewer
+        apply at once; more once the sleeping ones are awake, ``wake_latency_s`` later
+        (unless another request comes first)."""
+        self._active_token += 1
+        if n <= self.state.active_procs or self.wake_latency_s <= 0:
+            self.set_active_procs(n)
+            return
+        token = self._active_token
+
+        def awake(sim: "MainSimulator") -> None:
+            if sim._active_token == token:
+                sim.set_active_procs(n)
+
+        self.at(self.env.now + self.wake_latency_s, awake)
 
     def set_cap(self, cap_w: float) -> None:
         """Change the power cap from now on (from an :meth:`at` function); the cap

@@ -99,9 +99,12 @@ def advance(
     watch_snapshot: bool = False,
     until_s: float = INF,
     stop_above: "tuple[str, float] | None" = None,
+    raise_at: "tuple[float, int] | None" = None,
 ) -> float | None:
     """The loop of :func:`run_whatif` on a live ``state`` (changed in place; its jobs
-    are the snapshot's). Returns the bound when cut short by ``stop_above``, else None."""
+    are the snapshot's). Returns the bound when cut short by ``stop_above``, else None.
+    ``raise_at = (t, n)`` sets the active processors to ``n`` at ``t`` (processors being
+    woken), after that instant's completions and arrivals, before its pass."""
     n_snap = len(state.job_id)
     arr_time: list[float] = []
     if arrivals is not None and len(arrivals):
@@ -128,6 +131,7 @@ def advance(
     run_pass = state.run_pass
     bound = None if stop_above is None else MissBound.make(state, n_snap, *stop_above)
     stopped = None
+    t_raise, n_raise = raise_at if raise_at is not None else (INF, 0)
     while True:
         started = run_pass(policy)
         if started:
@@ -146,6 +150,8 @@ def advance(
         t_done = heap[0][0] if heap else INF
         t_arr = arr_time[a] if a < n_arr else INF
         now = t_done if t_done < t_arr else t_arr
+        if t_raise < now:
+            now = t_raise
         if now == INF or now > until_s:
             break
         state.now_s = now
@@ -155,6 +161,9 @@ def advance(
             state.arrive(n_snap + a)
             a += 1
             queue_left += 1
+        if now == t_raise:
+            state.active_procs = n_raise
+            t_raise = INF
     return stopped
 
 

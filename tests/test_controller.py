@@ -320,3 +320,34 @@ def test_bench_ols_reports_both_worker_counts(tmp_path, capsys):
     text = capsys.readouterr().out
     line = [x for x in text.splitlines() if x.startswith("t.swf:")][0]
     assert "n_jobs=1" in line and "n_jobs=2" in line and "controller" in line
+
+
+def test_woken_processors_are_usable_only_after_the_wake_latency(tmp_path):
+    # 4 processors, 2 active at the start; job 1 needs all 4 (100 s), submitted at 0.
+    # The first tick (t=0) must raise the count to 4 (with 2 the job can never start);
+    # the two sleepers take 60 s to wake, so job 1 starts at 60 in the main simulator,
+    # and the what-if predicted exactly that: wait 60 s, bounded slowdown 1 + 60/100.
+    lines = ["; MaxProcs: 4", "1 0 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1",
+             "2 1000 -1 50 1 -1 -1 1 50 -1 1 1 1 -1 -1 -1 -1 -1"]
+    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    from olsctl.config import build_config as build
+    from olsctl.runner import execute
+
+    cfg = build({"trace": "t.swf", "active_procs": 2, "out": str(tmp_path / "o"),
+                 "power": {"wake_latency_s": 60.0, "wake_energy_j": 6000.0},
+                 "controller": {"interval_s": 3600,
+                                "candidates": {"active_procs": {"procs": [2, 4]}},
+                                "sla": {"metric": "mean_bsld", "max": 100}}},
+                base_dir=tmp_path)
+    result = execute(cfg)
+    import csv
+    import json
+
+    rows = {r["job_id"]: r for r in csv.DictReader(open(tmp_path / "o" / "jobs.csv"))}
+    assert float(rows["1"]["starting_time"]) == 60.0
+    first = json.loads((tmp_path / "o" / "decisions.jsonl").read_text().splitlines()[0])
+    assert first["chosen"]["active_procs"] == 4
+    full = [t for t in first["trials"] if t["active_procs"] == 4][0]
+    assert full["mean_bsld"] == pytest.approx(1.6) and full["max_wait_s"] == 60.0
+    power = result.summary["power"]
+    assert power["wakes"] == 2 and power["wake_energy_j"] == 12000.0

@@ -5,7 +5,10 @@ active one ``idle_w``, one beyond the active count ``sleep_w`` once idle (runnin
 never stopped, so a processor beyond the count keeps its job's power until the job
 ends). Raising the active count wakes sleeping processors: each wake costs
 ``wake_energy_j``, drawn evenly over ``wake_latency_s`` on top of the processor's state
-(at once when the latency is 0). The woken processor counts as active immediately.
+(at once when the latency is 0). The woken processor counts as active immediately, or,
+when the simulator modelled the latency (the controller's raises wait for it), the
+raise in the records is when the wake ends and its energy is drawn over the latency
+before it.
 
 Machine power is piecewise constant, so energy is integrated exactly. Samples cover
 fixed intervals of ``sample_s`` from the first submission: each has the interval's mean
@@ -57,8 +60,13 @@ class PowerTimeline:
 
 
 def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, int],
-             machine: MachinePower, cap: CapSchedule) -> PowerTimeline:
-    """Build the machine power over the run; ``index_of`` maps job id -> profile row."""
+             machine: MachinePower, cap: CapSchedule,
+             wake_before: bool = False) -> PowerTimeline:
+    """Build the machine power over the run; ``index_of`` maps job id -> profile row.
+
+    With ``wake_before`` the simulator made woken processors usable only once awake, so
+    a raise of the active count in the records marks the end of the wake: its energy is
+    drawn over the ``wake_latency_s`` before it."""
     total = records.total_procs
     if not records.jobs:
         raise ValueError("no job ran: there is no power timeline to build")
@@ -133,7 +141,8 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
     power = base_pow[:-1].copy()
     seg_times = seg_t
     if wakes and machine.wake_latency_s > 0:
-        seg_times, power = _add_bumps(seg_t, power, seg_t[woken > 0],
+        begin = seg_t[woken > 0] - (machine.wake_latency_s if wake_before else 0.0)
+        seg_times, power = _add_bumps(seg_t, power, np.maximum(begin, t0),
                                       woken[woken > 0] * machine.wake_energy_j
                                       / machine.wake_latency_s, machine.wake_latency_s, t_end)
     caps = np.array([cap.cap_at(t) for t in seg_times[:-1]])
