@@ -85,6 +85,17 @@ def _parser() -> argparse.ArgumentParser:
                       help="SWF file or bundled log name (default KTH-SP2)")
     pred.add_argument("--seed", type=int, default=0, help="seed of the synthetic profiles")
     pred.add_argument("--json", action="store_true", help="print the report as JSON")
+    pred.add_argument("--out", help="also write the report as predict.json into this "
+                                    "directory (olsctl report plots it)")
+
+    rep = sub.add_parser("report", help="tables and plots of a run or a study directory",
+                         description="Print the tables of a run or a study directory and "
+                                     "draw its plots (matplotlib: pip install 'olsctl[plot]').")
+    rep.add_argument("dir", help="a run directory (summary.json) or a study directory "
+                                 "(results.csv and runs/)")
+    rep.add_argument("--out", help="directory for the plots (default: DIR/report)")
+    rep.add_argument("--format", choices=("png", "svg"), default="png",
+                     help="image format of the plots (default png)")
 
     conv = sub.add_parser("convert", help="turn other logs into SWF (+ power CSV)")
     csub = conv.add_subparsers(dest="convert_command", required=True, metavar="FORMAT")
@@ -147,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_tune(args, out, err)
         if args.command == "predict":
             return cmd_predict(args, out)
+        if args.command == "report":
+            return cmd_report(args, out)
         if args.command == "convert":
             from olsctl.power.nrel import convert
 
@@ -425,9 +438,15 @@ def cmd_predict(args: argparse.Namespace, out: Console) -> int:
     weeks = weekly_mae(result, float(w.submit_s[0]))
     overall = {name: float(err.mean()) for name, err in result["errors"].items()}
     on_learned = learned_errors(result)
+    report = {"trace": w.name, "seed": args.seed, "overall_mae_w": overall,
+              "learned_jobs_mae_w": on_learned, "weekly": weeks}
+    written = None
+    if args.out:
+        from olsctl.report import write_predict
+
+        written = write_predict(Path(args.out), report)
     if args.json:
-        out.print_json(json.dumps({"trace": w.name, "overall_mae_w": overall,
-                                   "learned_jobs_mae_w": on_learned, "weekly": weeks}))
+        out.print_json(json.dumps(report))
         return EXIT_OK
     table = Table(title=f"olsctl predict: {w.name}, mean absolute error of the predicted mean "
                         f"power (W per processor)", title_justify="left",
@@ -449,4 +468,26 @@ def cmd_predict(args: argparse.Namespace, out: Console) -> int:
     table.add_row("learned", "", "", *(f"{on_learned[name]:.1f}" for name in predictors),
                   style="bold")
     out.print(table)
+    if written is not None:
+        out.print(f"wrote {written}", highlight=False)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, out: Console) -> int:
+    """Tables of a run or study directory, then its plots (when matplotlib is there)."""
+    from olsctl.report import (PLOT_HINT, check_out_dir, load_source, plot_data,
+                               report_tables, write_plots)
+
+    source = load_source(Path(args.dir))
+    out_dir = Path(args.out) if args.out else source.path / "report"
+    check_out_dir(out_dir)
+    data = plot_data(source)  # reads and checks every file the plots need
+    for table in report_tables(source):
+        out.print(table)
+    if data is None:
+        out.print(PLOT_HINT, markup=False, highlight=False)
+        return EXIT_OK
+    files = write_plots(data, out_dir, args.format)
+    out.print(f"wrote {len(files)} plots to {out_dir}: {', '.join(p.name for p in files)}",
+              highlight=False, soft_wrap=True)
     return EXIT_OK
