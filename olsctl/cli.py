@@ -488,6 +488,7 @@ def cmd_report(args: argparse.Namespace, out: Console) -> int:
         out.print(PLOT_HINT, markup=False, highlight=False)
         return EXIT_OK
     files = write_plots(data, out_dir, args.format)
-    out.print(f"wrote {len(files)} plots to {out_dir}: {', '.join(p.name for p in files)}",
+    plots = f"{len(files)} plot{'' if len(files) == 1 else 's'}"
+    out.print(f"wrote {plots} to {out_dir}: {', '.join(p.name for p in files) or '-'}",
               highlight=False, soft_wrap=True)
     return EXIT_OK

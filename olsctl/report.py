@@ -80,6 +80,7 @@ class RunEntry:
     variant: str
     run_id: str = ""
     results: dict | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,14 @@ def log_name(trace: str) -> str:
 
 def _scheme(summary: dict) -> str:
     """A run's policy name, with /OLS under the controller (e.g. ``easy/OLS``)."""
-    name = str(summary["config"].get("policy", {}).get("name", "run"))
-    return name + ("/OLS" if summary["config"].get("controller") else "")
+    name = str(_section(summary, "policy").get("name", "run"))
+    return name + ("/OLS" if _section(summary, "controller") else "")
+
+
+def _section(summary: dict, name: str) -> dict:
+    """A section of a run's config (``policy``, ``power``, ``controller``); {} if none."""
+    section = summary["config"].get(name)
+    return section if isinstance(section, dict) else {}
 
 
 def _read_json(path: Path) -> Any:
@@ -172,6 +179,10 @@ def read_summary(path: Path) -> dict:
                 k in week and (week[k] is None or _is_number(week[k]))
                 for k in ("week", "mean_bsld", "utilization")):
             raise ReportError(f"{path}: weekly[{i}]: needs week, mean_bsld and utilization")
+        start = week.get("week_start")
+        if start is not None and not (isinstance(start, str)
+                                      and re.fullmatch(r"\d{4}-\d{2}-\d{2}", start)):
+            raise ReportError(f"{path}: weekly[{i}].week_start: not a date: {start!r}")
     return data
 
 
@@ -286,8 +297,9 @@ def _load_study(path: Path, predict: dict | None) -> Source:
                               f"lists run {cells['id']})")
         summary = read_summary(run_dir / "summary.json")
         log = log_name(cells["trace"] if "trace" in grid else summary["trace"])
-        variant = ", ".join(cells[c] or "-" for c in others) or _scheme(summary)
-        runs.append(RunEntry(run_dir, summary, log, variant, cells["id"], values))
+        labels = tuple(cells[c] or "-" for c in others)
+        variant = ", ".join(labels) or _scheme(summary)
+        runs.append(RunEntry(run_dir, summary, log, variant, cells["id"], values, labels))
     failed = 0
     if (path / "failed.csv").is_file():
         failed = len(read_rows(path / "failed.csv")[1])
@@ -305,10 +317,10 @@ def report_tables(source: Source) -> list[Table]:
         summary = source.runs[0].summary
         try:
             tables.append(run_summary_table(summary))
-        except (KeyError, TypeError, AttributeError) as exc:
+            extra = run_extra_table(summary)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ReportError(f"{source.path / 'summary.json'}: not an olsctl summary "
                               f"(missing or bad {exc})") from None
-        extra = run_extra_table(summary)
         if extra is not None:
             tables.append(extra)
     if source.predict is not None:
@@ -336,8 +348,7 @@ def study_table(source: Source) -> Table:
         for k, run in enumerate(group):
             cells = [_study_cell(run.results.get(key), scale, digits)
                      for key, _head, scale, digits in shown]
-            labels = run.variant.split(", ") if others else []
-            table.add_row(log if k == 0 else "", *labels, *cells,
+            table.add_row(log if k == 0 else "", *run.labels, *cells,
                           end_section=k == len(group) - 1 and i < len(source.logs) - 1)
     return table
 
@@ -378,17 +389,23 @@ def _num(x: Any) -> float:
 def predict_table(report: dict) -> Table:
     """Mean absolute error of each predictor per week (W per processor)."""
     names = list(report["overall_mae_w"])
-    table = Table(title=f"job power predictors on {report.get('trace', '?')}: mean absolute "
-                        f"error (W per processor) by week", title_justify="left")
+    shares = all(_is_number(w.get("learned_share")) for w in report["weekly"])
+    table = Table(title=f"job power predictors on {log_name(str(report.get('trace', '?')))}: "
+                        f"mean absolute error (W per processor) by week", title_justify="left",
+                  caption="learned: share of the week's jobs the learner predicts from a "
+                          "learned profile" if shares else None, caption_justify="left")
     table.add_column("week", justify="right")
     table.add_column("jobs", justify="right")
+    if shares:
+        table.add_column("learned", justify="right")
     for name in names:
         table.add_column(name, justify="right")
     for row in report["weekly"]:
-        table.add_row(str(int(row["week"])), f"{int(row['jobs']):,}",
+        learned = [_pct(row["learned_share"])] if shares else []
+        table.add_row(str(int(row["week"])), f"{int(row['jobs']):,}", *learned,
                       *(f"{row[n]:.1f}" for n in names))
-    table.add_row("all", "", *(_f(report["overall_mae_w"][n], 1) for n in names),
-                  style="bold")
+    table.add_row("all", "", *([""] if shares else []),
+                  *(_f(report["overall_mae_w"][n], 1) for n in names), style="bold")
     return table
 
 
@@ -486,7 +503,7 @@ def run_series(entry: RunEntry) -> RunSeries:
 
 def _power_series(path: Path, origin_s: float, summary: dict) -> dict:
     p = read_columns(path, ("time", "mean_power_w", "peak_power_w", "cap_w"))
-    sample_s = (summary["config"].get("power") or {}).get("sample_s")
+    sample_s = _section(summary, "power").get("sample_s")
     if not _is_number(sample_s):
         sample_s = float(np.median(np.diff(p["time"]))) if p["time"].size > 1 else 0.0
     t = (np.append(p["time"], p["time"][-1] + sample_s) - origin_s) / DAY_S
@@ -497,8 +514,15 @@ def _power_series(path: Path, origin_s: float, summary: dict) -> dict:
     chunk_x = np.append(t[starts], t[-1])
     return {"x": chunk_x, "mean_kw": np.append(mean_kw, mean_kw[-1]),
             "peak_kw": np.append(peak_kw, peak_kw[-1]), "cap_x": cap_x, "cap_kw": cap_y,
-            "per": (f"{sample_s:g} s interval" if starts.size == p["time"].size
-                    else f"{(starts[1] - starts[0]) * sample_s / 3600:.3g} h")}
+            "per": (f"{_duration(sample_s)} interval" if starts.size == p["time"].size
+                    else _duration((starts[1] - starts[0]) * sample_s))}
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``10 min``, ``4.08 h``."""
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    return f"{seconds / 60:.3g} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
 
 
 @dataclass(frozen=True)
@@ -549,24 +573,31 @@ def write_plots(data: PlotData, out_dir: Path, fmt: str = "png") -> list[Path]:
         raise ReportError(f"--format: must be one of {', '.join(FORMATS)} (got {fmt!r})")
     check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    with data.mpl.matplotlib.rc_context(RC):
+        return [_save(draw(), out_dir / f"{name}.{fmt}", fmt)
+                for name, draw in _plan(data)]
+
+
+def _plan(data: PlotData) -> list[tuple[str, Callable[[], Any]]]:
+    """The plots the data supports, by file name (without the extension), each drawn
+    only when its turn comes."""
     src, mpl = data.source, data.mpl
-    figures: list[tuple[str, Any]] = []
-    with mpl.matplotlib.rc_context(RC):
-        if src.kind == "study" and any(k in src.metric_columns for k, *_ in AGGREGATE):
-            figures.append(("aggregate", aggregate_figure(src, mpl)))
-        if data.series:
-            figures.append(("weekly", weekly_figure(src, mpl)))
-            for log in src.logs:
-                series = [s for s in data.series if s.entry.log == log]
-                name = "activity" if src.kind == "run" else f"activity-{_safe(log)}"
-                figures.append((name, activity_figure(src, series, mpl)))
-            for s in data.series:
-                if s.power is not None:
-                    name = "power" if src.kind == "run" else f"power-{_safe(s.entry.run_id)}"
-                    figures.append((name, power_figure(src, s, mpl)))
-        if src.predict is not None and src.predict["weekly"]:
-            figures.append(("predictor-error", predict_figure(src.predict, mpl)))
-        return [_save(fig, out_dir / f"{name}.{fmt}", fmt) for name, fig in figures]
+    plan: list[tuple[str, Callable[[], Any]]] = []
+    if src.kind == "study" and any(k in src.metric_columns for k, *_ in AGGREGATE):
+        plan.append(("aggregate", lambda: aggregate_figure(src, mpl)))
+    if data.series:
+        plan.append(("weekly", lambda: weekly_figure(src, mpl)))
+    for log in src.logs:
+        series = [s for s in data.series if s.entry.log == log]
+        name = "activity" if src.kind == "run" else f"activity-{_safe(log)}"
+        plan.append((name, lambda series=series: activity_figure(src, series, mpl)))
+    for s in data.series:
+        if s.power is not None:
+            name = "power" if src.kind == "run" else f"power-{_safe(s.entry.run_id)}"
+            plan.append((name, lambda s=s: power_figure(src, s, mpl)))
+    if src.predict is not None and src.predict["weekly"]:
+        plan.append(("predictor-error", lambda: predict_figure(src.predict, mpl)))
+    return plan
 
 
 def _safe(text: str) -> str:
@@ -592,9 +623,13 @@ def _figure(mpl: SimpleNamespace, width_in: float, height_in: float) -> Any:
     return fig
 
 
-def _log_axis(axis: Any, mpl: SimpleNamespace) -> None:
-    """A log-scale axis labelled 1, 2, 5, 10, 20, ... in plain numbers."""
-    axis.set_major_locator(mpl.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+def _log_axis(axis: Any, mpl: SimpleNamespace, values: np.ndarray) -> None:
+    """A log-scale axis labelled in plain numbers: 1, 2, 5, 10, 20, ... when ``values``
+    span at most three decades, else 1, 10, 100, ..."""
+    values = values[np.isfinite(values) & (values > 0)]
+    wide = values.size > 0 and values.max() > 1000 * values.min()
+    subs = (1.0,) if wide else (1.0, 2.0, 5.0)
+    axis.set_major_locator(mpl.ticker.LogLocator(base=10, subs=subs))
     axis.set_major_formatter(mpl.ticker.FuncFormatter(lambda v, _pos: f"{v:,.10g}"))
     axis.set_minor_formatter(mpl.ticker.NullFormatter())
 
@@ -672,7 +707,9 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
             top.axhline(sla, color="0.3", linestyle="--", linewidth=1.0,
                         label=f"SLA (mean bsld {sla:g})")
         top.set_yscale("log")
-        _log_axis(top.yaxis, mpl)
+        _log_axis(top.yaxis, mpl, np.asarray([w["mean_bsld"] for r in runs
+                                              for w in r.summary["weekly"]
+                                              if w["mean_bsld"] is not None], dtype=float))
         bottom.set_ylim(0, 102)
         top.set_ylabel("mean bounded slowdown (log scale)")
         top.set_title(f"{log}: mean bounded slowdown of the week's jobs")
@@ -684,6 +721,8 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
             locator = mpl.dates.AutoDateLocator()
             bottom.xaxis.set_major_locator(locator)
             bottom.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
+        else:
+            bottom.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
         if top.get_legend_handles_labels()[0]:
             top.legend(loc="best")
     fig.suptitle(f"{_name(source)}: weekly transient metrics")
@@ -692,7 +731,7 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
 
 def _sla(summary: dict) -> float | None:
     """The controller's SLA bound when it is on the mean bounded slowdown."""
-    sla = (summary["config"].get("controller") or {}).get("sla") or {}
+    sla = _section(summary, "controller").get("sla") or {}
     return float(sla["max"]) if sla.get("metric") == "mean_bsld" and \
         _is_number(sla.get("max")) else None
 
@@ -720,7 +759,7 @@ def activity_figure(source: Source, series: list[RunSeries], mpl: SimpleNamespac
         ecdf.plot(x, y, drawstyle="steps-post", linewidth=1.2, label=label,
                   color=_color(source, s.entry.variant))
     ecdf.set_xscale("log")
-    _log_axis(ecdf.xaxis, mpl)
+    _log_axis(ecdf.xaxis, mpl, np.concatenate([s.ecdf[0] for s in series]))
     ecdf.set_ylim(0, 1.02)
     ecdf.set_xlabel("bounded slowdown (log scale)")
     ecdf.set_ylabel("share of jobs at or below")
@@ -734,7 +773,7 @@ def activity_figure(source: Source, series: list[RunSeries], mpl: SimpleNamespac
 
 def _activity_panel(ax: Any, s: RunSeries, single: bool) -> None:
     m = s.entry.summary["metrics"]
-    per = "" if s.bin_h is None else f" (mean per {s.bin_h:.3g} h)"
+    per = "" if s.bin_h is None else f" (mean per {_duration(3600 * s.bin_h)})"
     ax.plot(*s.busy, drawstyle="steps-post", color="0.55", linewidth=0.7, label="busy" + per)
     ax.plot(*s.active, drawstyle="steps-post", color="C0", linewidth=1.2, label="active" + per)
     ax.axhline(m["processors"], color="0.2", linestyle=":", linewidth=1.0,
@@ -760,9 +799,11 @@ def power_figure(source: Source, s: RunSeries, mpl: SimpleNamespace) -> Any:
             label=f"mean power (mean per {per})")
     finite = np.isfinite(p["cap_kw"])
     if finite.any():
+        caps = np.unique(p["cap_kw"][finite])
+        label = f"cap ({caps[0]:,.1f} kW)" if caps.size == 1 else "cap in force"
         ax.plot(p["cap_x"], np.where(finite, p["cap_kw"], np.nan), drawstyle="steps-post",
-                color="C3", linestyle="--", linewidth=1.4, label="cap")
-    cfg = s.entry.summary["config"].get("power") or {}
+                color="C3", linestyle="--", linewidth=1.4, label=label)
+    cfg = _section(s.entry.summary, "power")
     if _is_number(cfg.get("peak_w")):
         peak = s.entry.summary["metrics"]["processors"] * cfg["peak_w"] / 1e3
         ax.axhline(peak, color="0.2", linestyle=":", linewidth=1.0,
@@ -794,7 +835,8 @@ def predict_figure(report: dict, mpl: SimpleNamespace) -> Any:
                      label=f"{name} (all weeks {_f(report['overall_mae_w'][name], 1)} W)",
                      color=f"C{i % 10}")
     axes[0].set_ylabel("mean absolute error (W per processor)")
-    axes[0].set_title(f"{report.get('trace', '?')}: error of the predicted mean job power, "
+    axes[0].set_title(f"{log_name(str(report.get('trace', '?')))}: error of the predicted "
+                      f"mean job power, "
                       f"by week of job start")
     axes[0].set_ylim(bottom=0)
     axes[0].legend(loc="best")
@@ -805,4 +847,5 @@ def predict_figure(report: dict, mpl: SimpleNamespace) -> Any:
         axes[1].set_ylim(0, 102)
         axes[1].set_title("jobs the learner predicts from a learned profile")
     axes[-1].set_xlabel("week since the first submission")
+    axes[-1].xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
     return fig

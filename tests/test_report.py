@@ -104,11 +104,11 @@ def _check_png(path: Path, min_w: int = 600, min_h: int = 300) -> None:
     assert img.std() > 0.01, f"{path} is blank"
 
 
-def test_run_report_tables_and_plots(run_dir, tmp_path, capsys, monkeypatch):
+def test_run_report_tables_and_plots(run_dir, capsys, monkeypatch):
     _wide(monkeypatch)
     pytest.importorskip("matplotlib")
-    out = tmp_path / "plots"
-    code, text, err = _report(capsys, str(run_dir), "--out", str(out))
+    out = run_dir / "report"  # the default
+    code, text, err = _report(capsys, str(run_dir))
     assert code == 0, err
     summary = json.loads((run_dir / "summary.json").read_text())
     m, p, c = summary["metrics"], summary["power"], summary["controller"]
@@ -122,14 +122,6 @@ def test_run_report_tables_and_plots(run_dir, tmp_path, capsys, monkeypatch):
     assert f"wrote 3 plots to {out}: " in text
     for name in names:
         _check_png(out / name)
-
-
-def test_run_report_default_out_is_inside_the_run(run_dir, capsys):
-    pytest.importorskip("matplotlib")
-    code, text, _ = _report(capsys, str(run_dir))
-    assert code == 0
-    assert (run_dir / "report" / "weekly.png").is_file()
-    assert str(run_dir / "report") in text
 
 
 def test_study_report_tables_match_results_csv(study_dir, tmp_path, capsys, monkeypatch):
@@ -170,6 +162,37 @@ def test_study_table_groups_rows_by_log(study_dir):
     firsts = [cells[0] for cells in body if cells and cells[0] in ("tiny", "other",
                                                                     "EASY/OLS")]
     assert firsts == ["tiny", "EASY/OLS", "other", "EASY/OLS"]
+
+
+def test_study_without_a_trace_axis_or_controller(run_dir, tmp_path):
+    """Logs then come from the runs' summaries; no savings column, no savings bars."""
+    pytest.importorskip("matplotlib")
+    import shutil
+
+    from olsctl.report import aggregate_figure, plot_data
+
+    folder = tmp_path / "study"
+    header = "id,estimates,jobs,mean_bsld,p95_bsld,max_bsld,mean_wait_s,max_wait_s," \
+             "mean_turnaround_s,utilization"
+    lines = [header]
+    for rid, est, bsld in (("a", "exact", 1.5), ("b", "user", 2.25)):
+        shutil.copytree(run_dir, folder / "runs" / rid, ignore=shutil.ignore_patterns("report"))
+        lines.append(f"{rid},{est},10,{bsld},3,4,60,120,600,0.125")
+    (folder / "results.csv").write_text("\n".join(lines) + "\n")
+    source = load_source(folder)
+    assert source.logs == ["tiny"] and source.variants == ["exact", "user"]
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(*report_tables(source))
+    rows = [line.split() for line in console.export_text().splitlines()]
+    assert ["tiny", "exact", "1.50", "0.02", "0.125"] in rows
+    assert ["user", "2.25", "0.02", "0.125"] in rows
+    assert not any("savings" in r for r in rows)
+    fig = aggregate_figure(source, plot_data(source).mpl)
+    assert [ax.get_title() for ax in fig.axes] == ["mean bounded slowdown", "utilization"]
+    heights = [bar.get_height() for bar in fig.axes[0].patches]
+    assert heights == [1.5, 2.25]
 
 
 def test_plots_are_the_same_bytes_twice_png_and_svg(run_dir, tmp_path, capsys):
