@@ -34,7 +34,7 @@ class SimState:
     __slots__ = (
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
-        "held", "started", "checker", "power", "cache",
+        "held", "started", "checker", "power", "cache", "finishes",
     )
 
     def __init__(
@@ -74,6 +74,8 @@ class SimState:
         #: per-job values a policy derives from fixed job attributes, computed once per
         #: state (e.g. MQBF's queue of each job), keyed by the policy's settings
         self.cache: dict = {}
+        #: jobs finished so far (lets a policy tell whether anything ended since a pass)
+        self.finishes = 0
 
     # -- changes made by drivers -------------------------------------------------------
     def arrive(self, idx: int) -> None:
@@ -87,6 +89,7 @@ class SimState:
         pos = bisect_left(running, key)
         del running[pos]
         self.busy_procs -= self.procs[idx]
+        self.finishes += 1
         alloc = self.alloc.pop(idx, None)
         if alloc is not None:
             held = self.held

@@ -40,6 +40,11 @@ def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, .
     return tuple(counts)
 
 
+#: reuse the last pass's profiles at arrivals-only instants (see MultiQueueBackfill.backfill;
+#: off only to check that it changes nothing)
+ARRIVALS_SHORTCUT = True
+
+
 class PartitionProfiles:
     """Free processors per partition over future time, for one pass.
 
@@ -74,6 +79,8 @@ class PartitionProfiles:
         self.base_total: list[int] = []
         self.pending: list[int] = []
         self.reservations: list[Reservation] = []
+        #: every pivot, in the order it was made one
+        self.pivots: list[int] = []
         # No reservation starts before ``horizon``: the earliest start of a settled one,
         # or for a pending pivot the first time the machine as a whole has room for it.
         # Before it every profile is non-decreasing, so a job ending by then only needs
@@ -219,6 +226,7 @@ class PartitionProfiles:
         affected by it (in pivot order), so a pass that cannot start anything more skips
         the work; the result is the same."""
         self.pending.append(j)
+        self.pivots.append(j)
         if self._bounded:
             st = self.state
             if st.procs[j] > self.idle:
@@ -337,12 +345,29 @@ class MultiQueueBackfill:
 
     def backfill(self, state: "SimState") -> PartitionProfiles | None:
         """One pass; returns its resources (reservations: ``.settle()``), or None when
-        the pass was skipped because nothing could start."""
+        the pass was skipped because nothing could start.
+
+        Under FCFS, a pass at an instant where jobs only arrived (nothing ended and the
+        active count did not change since the last pass) can start only the new jobs,
+        and the old pivots keep their reservations: no expected end lies between the two
+        passes, so every partition's free count is flat in between, a waiting job's
+        window [now, now + estimate) only moves later, and the jobs started since then
+        respected those reservations. Such a pass reuses the last pass's profiles and
+        tries the new jobs alone, in the order the full pass would reach them."""
+        key = ("mqbf-pass", self.boundaries_s, self.shares, self.borrow)
         if state.busy_procs >= state.active_procs or not state.queue:
+            state.cache.pop(key, None)
             return None  # nothing can start: the pass would change nothing
-        est, procs = state.estimate_s, state.procs
-        idle = state.active_procs - state.busy_procs
         queue_of = self._queues(state)
+        cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
+        if cached is not None:
+            finishes, active, qlen, last, busy_queues, resources = cached
+            queue = state.queue
+            if (finishes == state.finishes and active == state.active_procs
+                    and len(queue) >= qlen and (qlen == 0 or queue[qlen - 1] == last)):
+                return self._arrivals_pass(state, key, queue_of, qlen, busy_queues, resources)
+        procs = state.procs
+        idle = state.active_procs - state.busy_procs
         groups: list[list[int]] = [[] for _ in range(self.queues)]
         by_head: list[list[int]] = []  # the queues in the order of their heads
         fits = False
@@ -355,11 +380,52 @@ class MultiQueueBackfill:
             if procs[j] <= idle:
                 fits = True
         if not fits:
+            state.cache.pop(key, None)
             return None  # no waiting job is narrow enough to start: nothing would change
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
         backfill_pass(state, ordered, resources, by_head)
+        if self.order == "fcfs":
+            self._remember(state, key, queue_of, resources)
         return resources
+
+    def _arrivals_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
+                       busy_queues: set, resources: PartitionProfiles) -> PartitionProfiles:
+        """The pass of an arrivals-only instant (see :meth:`backfill`)."""
+        new = state.queue[qlen:]
+        if resources.times is not None:  # the profile is flat from the last pass to now
+            resources.times[0] = resources.base_times[0] = state.now_s
+        groups: dict[int, list[int]] = {}
+        by_head: list[list[int]] = []  # queues that were empty: their heads are new
+        for j in new:
+            q = queue_of[j]
+            if q in busy_queues:
+                continue  # behind an old pivot: Phase B only
+            group = groups.get(q)
+            if group is None:
+                group = groups[q] = []
+                by_head.append(group)
+            group.append(j)
+        backfill_pass(state, new, resources, by_head)
+        self._remember(state, key, queue_of, resources)
+        return resources
+
+    def _remember(self, state: "SimState", key: tuple, queue_of: list[int],
+                  resources: PartitionProfiles) -> None:
+        """Keep this pass's profiles for an arrivals-only pass, unless the next full pass
+        would make the reservations in another order: when a queue's head started, its
+        next job became the pivot where the old head stood in Phase A, but a full pass
+        takes the queues in the order of their current heads."""
+        started = set(state.started)
+        left = [j for j in state.queue if j not in started] if started else state.queue
+        if started:
+            pos = {j: i for i, j in enumerate(left)}
+            at = [pos.get(j, -1) for j in resources.pivots]
+            if any(b <= a for a, b in zip(at, at[1:])):
+                state.cache.pop(key, None)
+                return
+        state.cache[key] = (state.finishes, state.active_procs, len(left),
+                            left[-1] if left else None, {queue_of[j] for j in left}, resources)
 
     def _queues(self, state: "SimState") -> list[int]:
         """Every job's queue (0-based), computed once per state from its estimate."""

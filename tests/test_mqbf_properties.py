@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,3 +159,65 @@ def test_whatif_fidelity_from_snapshots(w, spec, estimates, data):
     assert res.unstarted == 0
     for job, start in zip(res.job_id.tolist(), res.start_s.tolist()):
         assert start == truth[job]
+
+
+@st.composite
+def busy_workloads(draw):
+    # long queues: bursts of arrivals on a small machine, exact or inexact estimates
+    machine = draw(st.integers(4, 24))
+    n = draw(st.integers(10, 80))
+    t, rows = 0, []
+    for i in range(n):
+        t += draw(st.sampled_from([0, 0, 0, 1, 2, 5, 20]))
+        runtime = draw(st.integers(1, 300))
+        req = draw(st.sampled_from([runtime, runtime, runtime * 3, 400]))
+        rows.append((i + 1, t, runtime, draw(st.integers(1, machine)), req))
+    return workload_from_rows(rows, machine)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_workloads(), st.integers(1, 4), st.sampled_from(["exact", "user"]),
+       st.booleans())
+def test_arrivals_only_passes_reuse_the_last_profiles_without_changing_anything(
+        w, k, estimates, borrow):
+    import olsctl.policies.mqbf as mqbf
+
+    spec = {"name": "mqbf", "queues": k, "boundaries_s": [20, 60, 150][:k - 1],
+            "borrow": borrow}
+    policy = make_policy(spec)
+    if policy.check_jobs(w.job_id, w.procs, w.estimate_s(estimates), w.machine_procs):
+        return
+    fast = run_main(w, estimates, policy=policy)
+    mqbf.ARRIVALS_SHORTCUT = False
+    try:
+        plain = run_main(w, estimates, policy=make_policy(spec))
+    finally:
+        mqbf.ARRIVALS_SHORTCUT = True
+    assert fast == plain
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_arrivals_shortcut_changes_nothing_on_a_long_loaded_workload(seed):
+    # 3000 jobs on 64 processors at about 95% offered load, wide and narrow jobs of all
+    # lengths: long queues in every MQBF queue, heads starting and pivots changing often
+    import olsctl.policies.mqbf as mqbf
+
+    rng = np.random.default_rng(seed)
+    n, machine = 3000, 64
+    procs = np.minimum(machine, rng.choice([1, 2, 4, 8, 16, 32, 48, 64], n,
+                                           p=[.3, .15, .15, .12, .1, .08, .05, .05]))
+    runtime = np.ceil(rng.lognormal(6.0, 2.0, n)).clip(1, 200_000)
+    load = float((procs * runtime).sum()) / machine / 0.95
+    submit = np.sort(rng.uniform(0, load, n)).round()
+    rows = [(i + 1, submit[i], runtime[i], procs[i],
+             runtime[i] * rng.choice([1, 1, 2, 5])) for i in range(n)]
+    w = workload_from_rows(rows, machine)
+    spec = {"name": "mqbf", "queues": 4}
+    for estimates in ("exact", "user"):
+        fast = run_main(w, estimates, policy=make_policy(spec))
+        mqbf.ARRIVALS_SHORTCUT = False
+        try:
+            plain = run_main(w, estimates, policy=make_policy(spec))
+        finally:
+            mqbf.ARRIVALS_SHORTCUT = True
+        assert fast == plain
