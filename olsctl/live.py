@@ -127,7 +127,8 @@ class FeedReader:
         try:
             with open(self.path, "rb") as fh:
                 st = os.fstat(fh.fileno())
-                if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):
+                replaced = st.st_ino != self.inode or st.st_size < self.offset
+                if self.inode is not None and replaced:
                     self.offset, self.reset = 0, True
                 self.inode = st.st_ino
                 fh.seek(self.offset)
@@ -314,7 +315,7 @@ class Dashboard:
     def _decision_panel(self, d: dict, width: int, height: int) -> Panel:
         sla = self.header.get("sla") or {}
         metric = sla.get("metric", "mean_bsld")
-        title = (f"[bold]controller[/] · {d['n']:,} ticks · SLA {metric} <= {sla.get('max', '-')}")
+        title = f"[bold]controller[/] · {d['n']:,} ticks · SLA {metric} <= {sla.get('max', '-')}"
         met = {True: "SLA met", False: "SLA missed", None: "no what-if"}[d.get("sla_met")]
         head = Text(f"t+{fmt_span(d['time_s'] - self.header['start_s'])}: "
                     f"{_choice(d['chosen'])}, {met}: {d['reason']}",
@@ -515,7 +516,8 @@ class LiveRun:
         elif isinstance(error, KeyboardInterrupt):
             record = {"kind": "end", "status": "interrupted"}
         else:
-            record = {"kind": "end", "status": "failed", "error": str(error) or type(error).__name__}
+            record = {"kind": "end", "status": "failed",
+                      "error": str(error) or type(error).__name__}
         self.feed.write(record)
         self.feed.close()
         self._opened = False
@@ -581,7 +583,8 @@ class _Sampler:
                 power_w, cap_w = st.power.measured_w(st), st.power.cap_now(st)
             finally:
                 st.now_s = saved
-        return {"kind": "sample", "time_s": now, "wall_s": round(self.live.clock() - self.wall0, 3),
+        wall_s = round(self.live.clock() - self.wall0, 3)
+        return {"kind": "sample", "time_s": now, "wall_s": wall_s,
                 "busy_procs": st.busy_procs, "active_procs": st.active_procs,
                 "total_procs": st.total_procs, "queue_len": len(st.queue),
                 "running": len(st.running), "done": started - len(st.running),

@@ -1,0 +1,380 @@
+"""The live monitor: the feed leaves a run's outputs unchanged, pacing only adds wall
+time, the dashboard fits 80 x 24, plain lines off a terminal, and ``olsctl monitor``
+replays a finished run and follows one written by another process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from conftest import REPO_ROOT, make_workload
+from olsctl.cli import main
+from olsctl.live import (PLAIN_EVERY_S, Dashboard, Feed, FeedReader, LiveRun, PlainView,
+                         fmt_si, fmt_span, monitor, sparkline)
+from olsctl.policies import make_policy
+from olsctl.sim import MainSimulator
+
+CLI = [sys.executable, "-c", "from olsctl.cli import entry_point; entry_point()"]
+OUTPUTS = ("jobs.csv", "timeseries.csv", "summary.json", "decisions.jsonl", "power.csv")
+
+
+def _swf(path: Path, n: int, gap_s: int, procs: int = 8) -> None:
+    """``n`` jobs every ``gap_s`` seconds, of 1-5 processors and mixed runtimes."""
+    lines = [f"; MaxProcs: {procs}"]
+    for j in range(1, n + 1):
+        p, r = 1 + (j * 7) % 5, 4 * gap_s + (37 * j) % (20 * gap_s)
+        lines.append(f"{j} {gap_s * j} -1 {r} {p} -1 -1 {p} {2 * r} -1 1 {j % 3} {j % 2} "
+                     f"-1 -1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _full_config(tmp_path: Path, n: int = 60, gap_s: int = 30) -> Path:
+    """A run with every panel: power under a cap, a controller over processors and caps."""
+    _swf(tmp_path / "t.swf", n, gap_s)
+    (tmp_path / "c.yaml").write_text(
+        "trace: t.swf\nout: out\npolicy: {name: knapsack, window: 5}\n"
+        "power:\n  cap: {fraction: 0.8}\n  sample_s: 60\n"
+        "controller:\n  interval_s: 120\n  candidates:\n"
+        "    active_procs: {fraction: [0.5, 0.75, 1.0]}\n"
+        "    power_cap: {fraction: [0.6, 0.8, 1.0]}\n"
+        "  sla: {metric: mean_bsld, max: 3}\n")
+    return tmp_path / "c.yaml"
+
+
+def _feed(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in OUTPUTS if (out / name).exists()}
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """The full config run twice into the same directory: without, then with the feed."""
+    tmp_path = tmp_path_factory.mktemp("full")
+    config = _full_config(tmp_path)
+    args = ["run", str(config), "--quiet", "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    plain = _outputs(tmp_path / "out")
+    assert not (tmp_path / "out" / "live.jsonl").exists()
+    assert main(args + ["--feed"]) == 0
+    return tmp_path / "out", plain
+
+
+def test_the_feed_leaves_every_output_byte_identical(full_run):
+    out, plain = full_run
+    assert set(plain) == set(OUTPUTS)
+    assert _outputs(out) == plain
+
+
+def test_feed_lines_parse_and_follow_the_run(full_run):
+    out, _ = full_run
+    records = _feed(out / "live.jsonl")
+    head, samples, end = records[0], records[1:-1], records[-1]
+    assert head["kind"] == "start" and head["jobs"] == 60 and head["total_procs"] == 8
+    assert head["sla"] == {"metric": "mean_bsld", "max": 3.0} and head["power"] is True
+    assert end == {"kind": "end", "status": "finished"}
+    assert len(samples) > 50 and all(s["kind"] == "sample" for s in samples)
+    times = [s["time_s"] for s in samples]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    for s in samples:
+        assert 0 <= s["busy_procs"] <= s["total_procs"] == 8
+        assert 0 <= s["active_procs"] <= s["total_procs"]
+        assert s["done"] + s["running"] + s["queue_len"] <= 60
+    assert [s["done"] for s in samples] == sorted(s["done"] for s in samples)
+    last = samples[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert last["final"] and last["done"] == 60 and last["queue_len"] == last["running"] == 0
+    assert last["mean_bsld"] == pytest.approx(summary["metrics"]["mean_bsld"])
+    assert last["utilization"] == pytest.approx(summary["metrics"]["utilization"])
+    # power against the cap in force, and the controller's choices, as they went
+    assert all(s["power_w"] > 0 and s["cap_w"] > 0 for s in samples)
+    decisions = [json.loads(x) for x in (out / "decisions.jsonl").read_text().splitlines()]
+    seen = [s["decision"] for s in samples if s["decision"] is not None]
+    assert seen and seen[-1]["n"] == len(decisions)
+    d = seen[-1]
+    assert d["chosen"] == decisions[-1]["chosen"] and d["reason"] == decisions[-1]["reason"]
+    assert len(d["trials"]) == 9 and sum(1 for t in d["trials"] if t.get("chosen")) == 1
+    assert [e[0] for e in d["recent"]] == [x["time_s"] for x in decisions[-6:-1]]
+
+
+def test_busy_never_exceeds_active_without_a_controller(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 40, 20)
+    assert main(["run", "--trace", "t.swf", "--out", "o", "--quiet", "--feed"]) == 0
+    samples = [r for r in _feed(tmp_path / "o" / "live.jsonl") if r["kind"] == "sample"]
+    assert all(s["busy_procs"] <= s["active_procs"] <= s["total_procs"] for s in samples)
+    assert any(s["queue_len"] > 0 for s in samples)  # the trace keeps the machine busy
+    assert all(s["power_w"] is None and s["decision"] is None for s in samples)
+
+
+def test_pace_only_adds_wall_time(tmp_path, monkeypatch):
+    # 12 jobs every 2 s: the run spans about 80 simulated seconds; at 80 s per wall
+    # second it must take at least a second, with the same outputs as unpaced
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 12, 2)
+    args = ["run", "--trace", "t.swf", "--quiet"]
+    assert main(args + ["--out", "fast"]) == 0
+    t0 = time.perf_counter()
+    assert main(args + ["--out", "paced", "--pace", "80"]) == 0
+    wall = time.perf_counter() - t0
+    summary = json.loads((tmp_path / "fast" / "summary.json").read_text())
+    assert wall >= summary["metrics"]["makespan_s"] / 80 >= 0.9
+    fast, paced = _outputs(tmp_path / "fast"), _outputs(tmp_path / "paced")
+    summary_fast = fast.pop("summary.json").replace(b'"out": "fast"', b'"out": "paced"')
+    assert paced.pop("summary.json") == summary_fast and paced == fast
+    assert not (tmp_path / "paced" / "live.jsonl").exists()  # pacing alone writes no feed
+
+
+def test_paced_samples_never_run_ahead_of_the_pace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 12, 2)
+    assert main(["run", "--trace", "t.swf", "--quiet", "--out", "o", "--feed",
+                 "--pace", "200"]) == 0
+    records = _feed(tmp_path / "o" / "live.jsonl")
+    head, samples = records[0], [r for r in records if r["kind"] == "sample"]
+    assert head["pace"] == 200 and head["sample_s"] <= 200 / 5
+    for s in samples:  # wall_s is rounded to the millisecond
+        assert s["wall_s"] >= (s["time_s"] - head["start_s"]) / 200 - 0.001
+
+
+def test_a_run_whose_jobs_can_never_start_still_ends():
+    # 4 processors active of 8 and a job of 6: the run ends with it unstarted; the
+    # sampler must stop when nothing is left to happen instead of ticking forever
+    w = make_workload([1, 2], [0.0, 5.0], [50.0, 10.0], [2, 6], machine_procs=8)
+    sim = MainSimulator(w, make_policy({"name": "easy"}), w.runtime_s, active_procs=4)
+    live = LiveRun("stuck")
+    with live.attach(sim):
+        records = sim.run()
+    assert records.unstarted == [2]
+    assert live.dashboard.latest["done"] == 1 and live.dashboard.latest["queue_len"] == 1
+
+
+def _dashboards(feed: list[dict]) -> list[Dashboard]:
+    """The dashboard as it stood at several points of a feed."""
+    out = []
+    dash = Dashboard(feed[0])
+    samples = [r for r in feed if r["kind"] == "sample"]
+    for i, s in enumerate(samples):
+        dash.add(s)
+        if i in (0, 1, len(samples) // 3, len(samples) // 2, len(samples) - 1):
+            copy = Dashboard(feed[0])
+            for x in dash.samples:
+                copy.add(x)
+            out.append(copy)
+    return out
+
+
+def _render(dash: Dashboard, width: int = 80, height: int = 24) -> str:
+    console = Console(width=width, height=height, record=True, force_terminal=True)
+    console.print(dash)
+    return console.export_text()
+
+
+def test_the_dashboard_fits_an_80_by_24_terminal(full_run):
+    out, _ = full_run
+    for dash in _dashboards(_feed(out / "live.jsonl")):
+        text = _render(dash)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= 80
+        assert len(lines) <= 23, text
+        for label in ("time", "speed", "jobs", "procs", "power", "so far"):
+            assert re.search(rf"│ {label} ", text), (label, text)
+    final = _render(dash)
+    assert "60/60 done (100.0%)" in final and "finished" in final
+    assert "controller · " in final and "SLA mean_bsld <= 3.0" in final
+    assert re.search(r"│ >\s+\d+\s+[\d.]+ kW", final)  # the chosen candidate, marked
+    assert "pred. mean_bsld" in final and "cost" in final
+
+
+def test_the_dashboard_without_power_or_controller_shows_what_there_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 40, 20)
+    assert main(["run", "--trace", "t.swf", "--out", "o", "--quiet", "--feed"]) == 0
+    dash = _dashboards(_feed(tmp_path / "o" / "live.jsonl"))[-1]
+    text = _render(dash)
+    assert "40/40 done" in text and "controller" not in text and "│ power" not in text
+    wide = _render(dash, 120, 40)
+    assert max(len(x) for x in wide.splitlines()) == 120  # the panels take the width
+
+
+def test_plain_lines_when_stdout_is_not_a_terminal(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 40, 20)
+    assert main(["run", "--trace", "t.swf", "--out", "o", "--live"]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("t.swf · easy: ")]
+    assert lines and "\x1b[" not in out
+    assert "done 40/40" in lines[-1] and "mean bsld" in lines[-1]
+    assert "olsctl run: t.swf" in out  # the summary table still follows
+    assert (tmp_path / "o" / "live.jsonl").exists()  # --live also writes the feed
+
+
+def test_plain_view_prints_a_line_every_few_seconds():
+    now = [0.0]
+    console = Console(width=200, record=True, force_terminal=False)
+    view = PlainView(console, clock=lambda: now[0])
+    head = {"title": "x", "start_s": 0.0, "jobs": 100}
+    dash = Dashboard(head)
+    for i in range(101):  # a sample every 0.1 s of wall time for 10 s
+        now[0] = i / 10
+        dash.add({"time_s": 60.0 * i, "wall_s": now[0], "busy_procs": 1, "active_procs": 2,
+                  "total_procs": 2, "queue_len": 0, "done": i, "mean_bsld": 1.0,
+                  "utilization": 0.5})
+        view.update(dash, final=i == 100)
+    lines = console.export_text().splitlines()
+    assert len(lines) == 3 and 10 / PLAIN_EVERY_S == 2  # at 0 s, 5 s and the last
+    assert [re.search(r"done (\d+)/", x).group(1) for x in lines] == ["0", "50", "100"]
+
+
+def test_monitor_replays_a_finished_run(full_run, capsys):
+    out, _ = full_run
+    assert main(["monitor", str(out), "--speed", "5000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "done 0/60" in lines[0] and "done 60/60" in lines[-1]
+
+
+def test_monitor_replays_at_the_asked_speed(full_run):
+    out, _ = full_run
+    now = [0.0]
+    slept = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    end = monitor(out, PlainView(Console(file=open(os.devnull, "w"))), speed=50.0,
+                  clock=lambda: now[0], sleep=sleep)
+    samples = sum(1 for r in _feed(out / "live.jsonl") if r["kind"] == "sample")
+    assert end["status"] == "finished" and not any(s > 1 / 50 + 1e-9 for s in slept)
+    assert now[0] == pytest.approx((samples - 1) / 50)
+
+
+def test_monitor_follows_a_run_in_another_process(tmp_path, capsys):
+    config = _full_config(tmp_path, n=24, gap_s=30)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(CLI + ["run", str(config), "--quiet", "--feed", "--pace", "1500"],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    feed = tmp_path / "out" / "live.jsonl"
+    try:
+        deadline = time.monotonic() + 30
+        while not (feed.exists() and feed.read_text().count("\n") >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        assert not (tmp_path / "out" / "summary.json").exists()
+        assert main(["monitor", str(tmp_path / "out")]) == 0
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2
+    assert "done 24/24" not in lines[0] and "done 24/24" in lines[-1]
+    assert (tmp_path / "out" / "summary.json").exists()
+
+
+def test_monitor_reports_a_failed_run_with_exit_1(full_run, tmp_path, capsys):
+    out = tmp_path / "failed"
+    out.mkdir()
+    lines = (full_run[0] / "live.jsonl").read_text().splitlines()
+    lines[-1] = json.dumps({"kind": "end", "status": "failed", "error": "SimulationError: x"})
+    (out / "live.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["monitor", str(out), "--speed", "5000"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{out}: the run failed: SimulationError: x"]
+
+
+@pytest.mark.parametrize("setup,args,message", [
+    (None, ["monitor", "nowhere"], "FeedError: nowhere: no such directory"),
+    ("empty", ["monitor", "d"], "FeedError: d: no live.jsonl"),
+    ("junk", ["monitor", "d"], "FeedError: d/live.jsonl: not an olsctl feed"),
+    ("empty", ["monitor", "d", "--speed", "0"], "ConfigError: command line: --speed"),
+    (None, ["run", "--trace", "t.swf", "--out", "o", "--live", "--pace", "0"],
+     "ConfigError: command line: --pace: must be a number > 0 (got 0)"),
+])
+def test_bad_monitor_and_pace_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys, setup,
+                                                       args, message):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 5, 10)
+    if setup is not None:
+        (tmp_path / "d").mkdir()
+        if setup == "junk":
+            (tmp_path / "d" / "live.jsonl").write_text("hello\n")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(message)
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_feed_reader_waits_for_whole_lines_and_restarts_on_a_new_feed(tmp_path):
+    path = tmp_path / "live.jsonl"
+    path.write_text('{"kind":"start","n":1}\n{"kind":"sample","time_s":1')
+    reader = FeedReader(path)
+    assert reader.poll() == [{"kind": "start", "n": 1}]
+    with open(path, "a") as fh:
+        fh.write('}\nnot json\n')
+    assert reader.poll() == [{"kind": "sample", "time_s": 1}] and not reader.reset
+    feed = Feed(path)  # a new run replaces the file
+    feed.open()
+    feed.write({"kind": "start", "n": 2})
+    assert reader.poll() == [{"kind": "start", "n": 2}] and reader.reset
+    feed.close()
+
+
+def test_formatting_helpers():
+    assert fmt_span(0) == "00:00:00" and fmt_span(90061) == "1d 01:01:01"
+    assert fmt_si(412_300, "W") == "412 kW" and fmt_si(1250, "W") == "1.25 kW"
+    assert fmt_si(None) == "-" and fmt_si(float("inf"), "W") == "-" and fmt_si(3) == "3.00"
+    assert sparkline([0, 50, 100, 200, None], 100) == "▁▄██ "
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_the_dashboard_in_a_pseudo_terminal_shows_its_panels_and_moves(tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    config = _full_config(tmp_path, n=24, gap_s=30)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color",
+           "COLUMNS": "80", "LINES": "24"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(CLI + ["run", str(config), "--live", "--pace", "1000"],
+                            cwd=tmp_path, env=env, stdin=slave, stdout=slave, stderr=slave,
+                            close_fds=True)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the other side closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        proc.wait(timeout=60)
+        os.close(master)
+    assert proc.returncode == 0
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b"".join(chunks)
+                    .decode("utf-8", "replace"))
+    frames = re.findall(r"(\d+)/24 done", screen)
+    assert len(frames) >= 4 and frames[-1] == "24"
+    done = [int(x) for x in frames]
+    assert done == sorted(done) and len(set(done)) >= 3  # the numbers move
+    for text in ("t.swf · knapsack/OLS · capped", "controller · ", "│ power ", "│ procs ",
+                 "pred. mean_bsld", "sim-s/s"):
+        assert text in screen, text
+    assert "olsctl run: t.swf" in screen  # then the summary table
