@@ -241,7 +241,8 @@ def cmd_monitor(args: argparse.Namespace, out: Console, err: Console) -> int:
     except KeyboardInterrupt:
         return EXIT_OK
     if end["status"] != "finished":
-        err.print(f"{args.dir}: the run {end['status']}"
+        what = "was interrupted" if end["status"] == "interrupted" else end["status"]
+        err.print(f"{args.dir}: the run {what}"
                   + (f": {end['error']}" if end.get("error") else ""),
                   markup=False, highlight=False, soft_wrap=True)
         return 1
