@@ -571,7 +571,8 @@ def _outcomes(study: Study, todo: list[GridPoint], scratch: Path, client) -> Ite
 
     parallel = Parallel(n_jobs=study.n_jobs, backend="loky", return_as="generator_unordered")
     try:
-        yield from parallel(delayed(run_point)(p.run_id, p.config, str(scratch)) for p in todo)
+        where = str(scratch.resolve())  # pool workers may run in another directory
+        yield from parallel(delayed(run_point)(p.run_id, p.config, where) for p in todo)
     except TerminatedWorkerError as exc:
         why = " ".join(str(exc).split())[:200]
         raise StudyError(f"{study.source}: a worker process died ({why}); the finished runs "
