@@ -305,13 +305,13 @@ def _check_controller(src: str, spec: dict) -> dict:
     out["sla"] = {"metric": metric, "max": float(limit)}
     cost = out["cost"]
     if isinstance(cost, str):
-        if cost not in COSTS:
+        if cost not in COSTS and not cost.startswith("policy."):
             raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
                               f"{{weights: ...}} (got {cost!r})")
     elif isinstance(cost, dict) and set(cost) == {"weights"} and isinstance(cost["weights"], dict) \
             and cost["weights"]:
         for name, w in cost["weights"].items():
-            if name not in COSTS:
+            if name not in COSTS and not str(name).startswith("policy."):
                 raise ConfigError(f"{where}.cost.weights.{name}: must be one of {', '.join(COSTS)}")
             if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
                 raise ConfigError(f"{where}.cost.weights.{name}: must be a number >= 0 (got {w!r})")
@@ -342,7 +342,7 @@ def _check_controller(src: str, spec: dict) -> dict:
 def _check_candidates(where: str, cands: dict) -> dict:
     """Candidate lists as plain sorted lists: {active_procs: {fraction|procs: [...]},
     power_cap: {fraction|watts: [...]}, window: [...]}."""
-    known = ("active_procs", "power_cap", "window")
+    known = ("active_procs", "power_cap", "window", "policy")
     for key in cands:
         if key not in known:
             raise ConfigError(f"{where}.{key}: unknown candidate setting (known: {', '.join(known)})")
@@ -366,6 +366,20 @@ def _check_candidates(where: str, cands: dict) -> dict:
         out["power_cap"] = {kind: values}
     if "window" in cands:
         out["window"] = _values(f"{where}.window", cands["window"], int, 1, None)
+    if "policy" in cands:
+        params = cands["policy"]
+        if not isinstance(params, dict) or not params:
+            raise ConfigError(f"{where}.policy: must map tunable policy settings to lists of "
+                              f"values (got {params!r})")
+        out["policy"] = {}
+        for name, values in params.items():
+            here = f"{where}.policy.{name}"
+            if isinstance(values, dict):
+                values = _values(here, values, float, -math.inf, None)
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{here}: must be a non-empty list of values or "
+                                  f"{{from, to, step}}")
+            out["policy"][str(name)] = values
     return out
 
 

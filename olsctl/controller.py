@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 
 from olsctl.policies import make_policy
+from olsctl.power.runtime import PowerState
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import JobTable, advance
 
@@ -42,12 +43,13 @@ INF = math.inf
 
 @dataclass(frozen=True, order=True)
 class Candidate:
-    """One setting to try: active processors, and (None: unchanged) a power cap in watts
-    and a knapsack window."""
+    """One setting to try: active processors, and (None: unchanged) a power cap in watts,
+    a knapsack window, and values of other tunable policy settings, as (name, value)."""
 
     active_procs: int
     cap_w: float | None = None
     window: int | None = None
+    params: tuple = ()
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"active_procs": self.active_procs}
@@ -55,7 +57,17 @@ class Candidate:
             out["cap_w"] = self.cap_w
         if self.window is not None:
             out["window"] = self.window
+        for name, value in self.params:
+            out[f"policy.{name}"] = value
         return out
+
+    def policy_spec(self, base: dict) -> dict:
+        """``base`` (a policy spec) with this candidate's window and settings."""
+        spec = dict(base)
+        if self.window is not None:
+            spec["window"] = int(self.window)
+        spec.update(self.params)
+        return spec
 
 
 @dataclass(frozen=True)
@@ -148,7 +160,11 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     n = int(snap.job_id.size)
     active = int(candidate.active_procs)
     cost_parts: dict[str, float] = {"active_procs": float(active)}
-    if snap.power is not None:
+    for name, value in candidate.params:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            cost_parts[f"policy.{name}"] = float(value)
+    metered = isinstance(snap.power, PowerState)  # power a policy meters against a cap
+    if metered:
         cap_w = candidate.cap_w
         cost_parts["power_cap"] = float(snap.power.cap.cap_at(snap.now_s) if cap_w is None
                                         else cap_w)
@@ -165,14 +181,11 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
         raise_at = (snap.now_s + task.wake_latency_s, active)  # the added ones wake first
     else:
         state.active_procs = active
-    if state.power is not None and candidate.cap_w is not None:
+    if metered and candidate.cap_w is not None:
         from olsctl.power.cap import CapSchedule
 
         state.power.cap = CapSchedule.constant(candidate.cap_w)
-    spec = task.policy
-    if candidate.window is not None:
-        spec = {**spec, "window": int(candidate.window)}
-    policy = _policy(spec)
+    policy = _policy(candidate.policy_spec(task.policy))
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
     stopped = advance(state, policy, task.arrivals, task.arrivals_power, watch_snapshot=True,
                       until_s=until, stop_above=task.stop_above, raise_at=raise_at)
@@ -193,7 +206,7 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
                 unstarted += 1
     energy = mean_w = peak_w = None
     over_cap = False
-    if state.power is not None:
+    if metered:
         energy, mean_w, peak_w = _power_forecast(snap, state, task, active)
         cost_parts.update(energy=energy, peak_power=peak_w)
         over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
@@ -326,6 +339,8 @@ class ControllerSettings:
     procs: tuple[int, ...] | None = None
     caps_w: tuple[float, ...] | None = None
     windows: tuple[int, ...] | None = None
+    #: other tunable policy settings: (name, values) pairs
+    params: tuple = ()
     sla_metric: str = "mean_bsld"
     sla_max: float = 200.0
     cost: tuple[tuple[str, float], ...] = (("active_procs", 1.0),)
@@ -349,8 +364,10 @@ class ControllerSettings:
     def candidates(self, total_procs: int) -> list[Candidate]:
         caps = sorted(set(self.caps_w)) if self.caps_w else [None]
         windows = sorted(set(self.windows)) if self.windows else [None]
-        return [Candidate(a, c, w) for c, w, a in
-                product(caps, windows, self.active_counts(total_procs))]
+        names = [name for name, _ in self.params]
+        combos = list(product(*(values for _, values in self.params)))
+        return [Candidate(a, c, w, tuple(zip(names, combo))) for c, w, combo, a in
+                product(caps, windows, combos, self.active_counts(total_procs))]
 
 
 def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, str, bool]:
@@ -360,7 +377,8 @@ def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, s
     def bigger(t: Trial) -> tuple:
         c = t.candidate
         return (-c.active_procs, -(INF if c.cap_w is None else c.cap_w),
-                -(0 if c.window is None else c.window))
+                -(0 if c.window is None else c.window),
+                tuple(-v if isinstance(v, (int, float)) else 0 for _, v in c.params))
 
     ok = [t for t in trials if t.metric(metric) <= limit]
     if ok:
@@ -402,9 +420,11 @@ class Controller:
         now = sim.env.now
         if self._current is None:
             cap = None
-            if self.settings.caps_w and st.power is not None:
+            if self.settings.caps_w and isinstance(st.power, PowerState):
                 cap = float(st.power.cap.cap_at(now))
-            self._current = Candidate(st.active_procs, cap, self._policy_window())
+            spec = make_policy(self.policy).settings()
+            params = tuple((name, spec.get(name)) for name, _ in self.settings.params)
+            self._current = Candidate(st.active_procs, cap, self._policy_window(), params)
         snap = st.snapshot()
         record: dict[str, Any] = {"time_s": now, "running": snap.n_running,
                                   "waiting": snap.n_waiting}
@@ -494,7 +514,7 @@ class Controller:
         axis = next((k for k in range(3) if len({_axes(c)[k] for c in cands}) > 1), 0)
         groups: dict[tuple, list[Candidate]] = {}
         for c in sorted(cands, key=lambda c: _axes(c)[axis]):
-            key = tuple(v for k, v in enumerate(_axes(c)) if k != axis)
+            key = tuple(v for k, v in enumerate(_axes(c)) if k != axis) + (c.params,)
             groups.setdefault(key, []).append(c)
         bounds = {k: [0, len(g)] for k, g in groups.items()}
         done: dict[Candidate, Trial] = {}
@@ -557,8 +577,8 @@ class Controller:
             sim.request_active_procs(c.active_procs)
         if c.cap_w is not None and c.cap_w != cur.cap_w:
             sim.set_cap(c.cap_w)
-        if c.window is not None and c.window != cur.window:
-            sim.policy = make_policy({**self.policy, "window": c.window})
+        if (c.window is not None and c.window != cur.window) or c.params != cur.params:
+            sim.policy = make_policy(c.policy_spec(self.policy))
         self._current = c
         self._last_change_s = sim.env.now
 

@@ -86,9 +86,6 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         if power is not None:
             raise ConfigError(f"{config.source}: power: policy {config.policy['name']} keeps "
                               f"its own power budget (policy.bound); remove the power section")
-        if config.controller is not None:
-            raise ConfigError(f"{config.source}: controller: policy {config.policy['name']} "
-                              f"cannot run under the controller yet; remove the section")
         problem = prepare(sim.state, workload)
         if problem is not None:
             raise ConfigError(f"{config.source}: policy.{problem}")
@@ -184,15 +181,33 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
             raise ConfigError(f"{src}.candidates.window: policy {config.policy['name']} has "
                               f"no window")
         windows = tuple(cands["window"])
+    params = []
+    if "policy" in cands:
+        tunable = getattr(make_policy(config.policy), "tunable", ())
+        for name, values in cands["policy"].items():
+            if name not in tunable:
+                raise ConfigError(f"{src}.candidates.policy.{name}: not a tunable setting of "
+                                  f"{config.policy['name']} (tunable: "
+                                  f"{', '.join(tunable) or 'none'})")
+            for i, value in enumerate(values):
+                try:
+                    make_policy({**config.policy, name: value})
+                except (ValueError, TypeError) as exc:
+                    raise ConfigError(f"{src}.candidates.policy.{name}[{i}]: {exc}") from None
+            params.append((name, tuple(values)))
     cost = c["cost"]
     weights = (((cost, 1.0),) if isinstance(cost, str)
                else tuple((k, float(v)) for k, v in cost["weights"].items()))
-    if machine is None and any(name != "active_procs" for name, _ in weights):
+    for name, _ in weights:
+        if name.startswith("policy.") and name[7:] not in dict(params):
+            raise ConfigError(f"{src}.cost: {name} is not among candidates.policy")
+    if machine is None and any(name in ("energy", "power_cap", "peak_power")
+                               for name, _ in weights):
         raise ConfigError(f"{src}.cost: {', '.join(n for n, _ in weights)} needs a power section")
     settings = ControllerSettings(
         interval_s=c["interval_s"],
         fractions=tuple(ap.get("fraction", ())), procs=tuple(ap["procs"]) if "procs" in ap else None,
-        caps_w=caps_w, windows=windows,
+        caps_w=caps_w, windows=windows, params=tuple(params),
         sla_metric=c["sla"]["metric"], sla_max=c["sla"]["max"], cost=weights,
         search=c["search"], arrivals=c["arrivals"],
         horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),

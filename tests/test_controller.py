@@ -351,3 +351,69 @@ def test_woken_processors_are_usable_only_after_the_wake_latency(tmp_path):
     assert full["mean_bsld"] == pytest.approx(1.6) and full["max_wait_s"] == 60.0
     power = result.summary["power"]
     assert power["wakes"] == 2 and power["wake_energy_j"] == 12000.0
+
+
+def _rmap_trace(path, n=400):
+    import random
+
+    rng = random.Random(3)
+    lines, t = ["; MaxProcs: 64"], 0
+    for j in range(1, n + 1):
+        t += rng.choice([0, 60, 300, 900])
+        r, p = rng.randint(60, 7200), rng.choice([1, 2, 4, 8, 16])
+        lines.append(f"{j} {t} -1 {r} {p} -1 -1 {p} {r} -1 1 {j % 7} {j % 4} -1 -1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_controller_tunes_a_declared_policy_setting(tmp_path):
+    # RMAP's share of the power bound given to jobs, tuned hourly at cost = the share:
+    # every tick picks the cheapest share whose what-if meets the SLA, the setting is
+    # applied to the main simulator, and the power budget holds throughout.
+    import json
+
+    from olsctl.config import build_config as build
+    from olsctl.runner import execute
+
+    _rmap_trace(tmp_path / "t.swf")
+    cfg = build({"trace": "t.swf", "procs": 128, "out": str(tmp_path / "o"),
+                 "policy": {"name": "rmap-adaptive", "bound": 0.5},
+                 "controller": {"interval_s": 3600,
+                                "candidates": {"active_procs": {"fraction": [1.0]},
+                                               "policy": {"share": [0.5, 0.75, 1.0]}},
+                                "sla": {"metric": "mean_bsld", "max": 3},
+                                "cost": "policy.share"}}, base_dir=tmp_path)
+    result = execute(cfg)
+    ticks = [json.loads(x) for x in (tmp_path / "o" / "decisions.jsonl").read_text().splitlines()]
+    chosen = set()
+    for d in ticks:
+        met = [t for t in d["trials"] if t["mean_bsld"] is not None and t["mean_bsld"] <= 3]
+        if met:
+            want = min(t["policy.share"] for t in met)
+        else:  # none meets it: the closest (ties to the larger share)
+            best = min(t["mean_bsld"] for t in d["trials"] if t["mean_bsld"] is not None)
+            want = max(t["policy.share"] for t in d["trials"] if t["mean_bsld"] == best)
+        assert d["chosen"]["policy.share"] == want
+        assert all(t["cost"] == t["policy.share"] for t in d["trials"])
+        chosen.add(want)
+    assert len(chosen) > 1  # it does move between shares
+    assert result.summary["budget"]["csr"] == 1.0
+
+
+@pytest.mark.parametrize("candidates,cost,key", [
+    ({"policy": {"speed": [1, 2]}}, "active_procs", "controller.candidates.policy.speed"),
+    ({"policy": {"share": [0.5, 7]}}, "active_procs", "controller.candidates.policy.share[1]"),
+    ({"policy": {"share": [0.5, 1.0]}}, "policy.bound", "controller.cost"),
+])
+def test_bad_policy_candidates_name_the_key(tmp_path, candidates, cost, key):
+    from olsctl.config import build_config as build
+    from olsctl.runner import execute
+
+    _rmap_trace(tmp_path / "t.swf", n=20)
+    cfg = build({"trace": "t.swf", "procs": 128, "out": str(tmp_path / "o"),
+                 "policy": {"name": "rmap-adaptive"},
+                 "controller": {"candidates": candidates, "cost": cost}}, source="x.yaml",
+                base_dir=tmp_path)
+    with pytest.raises(ConfigError) as err:
+        execute(cfg)
+    assert f"x.yaml: {key}" in str(err.value)
+    assert not (tmp_path / "o").exists()
