@@ -319,8 +319,12 @@ def test_tunable_settings_are_plain_parameters():
     ("policy: {name: rmap-adaptive, moldable: 2}", "policy.moldable: must be in [0, 1]"),
     ("policy: {name: rmap-traditional, bound: 0.5}", "policy.bound: job "),
     ("policy: {name: rmap-adaptive}\npower: {cap: {fraction: 0.5}}", "power: policy rmap-adaptive"),
-    ("policy: {name: rmap-adaptive}\ncontroller: {interval_s: 600}",
-     "controller: policy rmap-adaptive"),
+    ("policy: {name: rmap-adaptive}\ncontroller: {candidates: {policy: {bound: [0.5]}}}",
+     "controller.candidates.policy.bound: not a tunable setting of rmap-adaptive"),
+    ("policy: {name: rmap-adaptive}\ncontroller: {candidates: {policy: {share: [0.8, -1]}}}",
+     "controller.candidates.policy.share[1]: "),
+    ("policy: {name: rmap-adaptive}\ncontroller: {cost: policy.share}",
+     "controller.cost: policy.share is not among candidates.policy"),
 ])
 def test_bad_settings_give_one_line_errors(tmp_path, capsys, body, key):
     # KTH-SP2 has jobs of all 100 processors: at a bound of 0.5 Traditional could never
