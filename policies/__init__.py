@@ -100,6 +100,9 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "headroom": Param(str, "measured", ("measured", "predicted"),
                                   "running jobs at their measured power, or at least at "
                                   "their predicted stat"),
+                "force": Param(str, "now", ("now", "when-fits"),
+                               "full window and nothing fits: the job in it longest starts "
+                               "now (Wallace), or holds the machine until it fits"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
     ),

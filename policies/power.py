@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from olsctl.state import SimState
 
 VERIFY = ("naive", "mean", "max", "gaussian")
+#: what the window knapsack does when its window is full and nothing fits
+FORCE = ("now", "when-fits")
 
 
 def force_if_idle(state: "SimState", ordered: list[int]) -> None:
@@ -95,13 +98,23 @@ class WindowKnapsack(_PowerPolicy):
     ``stat`` chooses the predicted mean power (Wallace) or, more cautious, the maximum;
     ``headroom: predicted`` counts each running job at the larger of its measured power
     and its predicted ``stat``, so jobs about to draw more leave room for it.
-    If the window is full and nothing fits, the job in the window longest starts anyway
-    when processors allow (a forced start, at most one a pass); so does it, like in every
-    power-aware policy here, when nothing runs (see :func:`force_if_idle`)."""
+    If the window is full and nothing fits, ``force`` decides what happens to the job in
+    the window longest: ``now`` (Wallace's rule) starts it anyway when processors allow (a
+    forced start, at most one a pass), even over the cap; ``when-fits`` holds the machine
+    for it: from then on nothing else starts until it fits the free processors and the
+    headroom, and it starts at the first pass where it does (then the knapsack goes on
+    with what is left). Either way, like in every power-aware policy here, a job starts
+    anyway when nothing runs (see :func:`force_if_idle`; the held job first), so a cap
+    that no job fits under cannot stop the log.
+
+    [choice] The held job is marked by its window entry time set to ``-inf`` (it comes
+    before every job that entered a window), so the mark lives in the power state and
+    snapshots carry it. At most one job is held at a time."""
 
     window: int = 20
     stat: str = "mean"
     headroom: str = "measured"
+    force: str = "now"
     name: str = field(default="knapsack", init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +125,8 @@ class WindowKnapsack(_PowerPolicy):
             raise ValueError(f"stat: must be mean or max (got {self.stat!r})")
         if self.headroom not in ("measured", "predicted"):
             raise ValueError(f"headroom: must be measured or predicted (got {self.headroom!r})")
+        if self.force not in FORCE:
+            raise ValueError(f"force: must be one of {', '.join(FORCE)} (got {self.force!r})")
 
     def schedule(self, state: "SimState") -> None:
         self._check(state)
@@ -124,6 +139,17 @@ class WindowKnapsack(_PowerPolicy):
             room = p.headroom_w(state)
         ordered = self._order(state, state.queue)
         started: set[int] = set()
+        if self.force == "when-fits":
+            held = _held(p.window_entry, ordered, self.window)
+            if held is not None:
+                rise = _increase(state, self._predictor, held, self.stat)
+                if (state.procs[held] > state.active_procs - state.busy_procs
+                        or rise > room):
+                    force_if_idle(state, [held] + [j for j in ordered if j != held])
+                    return  # nothing else starts before the held job
+                state.start(held)
+                started.add(held)
+                room -= rise
         while True:
             free = state.active_procs - state.busy_procs
             if free <= 0:
@@ -146,7 +172,9 @@ class WindowKnapsack(_PowerPolicy):
                     return
                 by_entry = [window[i] for i in sorted(range(len(window)),
                                                        key=lambda i: (entry[window[i]], i))]
-                if len(window) == self.window and state.procs[by_entry[0]] <= free:
+                if len(window) == self.window and self.force == "when-fits":
+                    entry[by_entry[0]] = -math.inf  # held: waits for room, then starts
+                elif len(window) == self.window and state.procs[by_entry[0]] <= free:
                     state.start(by_entry[0])  # at most one forced start a pass
                     p.forced_starts += 1
                     return
@@ -189,7 +217,23 @@ class WindowKnapsack(_PowerPolicy):
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
-                "stat": self.stat, "headroom": self.headroom, "predictor": self.predictor}
+                "stat": self.stat, "headroom": self.headroom, "force": self.force,
+                "predictor": self.predictor}
+
+
+def _held(entry: list[float], ordered: list[int], window: int) -> int | None:
+    """The waiting job the knapsack holds the machine for (window entry ``-inf``), or
+    None. It is usually in the window (under FCFS it is the head), so look there first."""
+    for j in ordered[:window]:
+        if entry[j] == -math.inf:
+            return j
+    rest = ordered[window:]
+    if len(rest) > 1 and -math.inf not in itemgetter(*rest)(entry):
+        return None  # the usual case when nothing is held: one pass at C speed
+    for j in rest:
+        if entry[j] == -math.inf:
+            return j
+    return None
 
 
 @dataclass(frozen=True)

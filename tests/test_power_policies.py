@@ -76,6 +76,74 @@ def test_knapsack_forces_the_longest_waiting_job_when_nothing_fits():
     assert state.started == [0] and state.power.forced_starts == 1
 
 
+def _held_case_run(force: str):
+    """Machine of 4 processors, idle 0 W, cap 150 W, window 2, oracle predictions. A (100 W,
+    runs 0..100) and D (40 W, 0..50) leave 10 W of headroom; B (100 W, submitted at 1)
+    and C (30 W, at 2) fill the window and neither fits."""
+    w = workload_from_rows([(1, 0, 100, 1), (2, 0, 50, 1), (3, 1, 10, 1), (4, 2, 10, 1)], 4)
+    sim = make_main(w, policy=make_policy({"name": "knapsack", "window": 2,
+                                           "predictor": "oracle", "force": force}))
+    sim.state.power = power_state(_flat([100.0, 40.0, 100.0, 30.0]), [0] * 4, 0.0, 0.0,
+                                  100.0, CapSchedule.constant(150.0))
+    records = sim.run()
+    starts = {r.job_id: r.start_s for r in records.jobs}
+    level = {1: 100.0, 2: 40.0, 3: 100.0, 4: 30.0}
+    peak = max(sum(level[r.job_id] for r in records.jobs if r.start_s <= t < r.end_s)
+               for t in {r.start_s for r in records.jobs})
+    return starts, peak, sim.state.power.forced_starts
+
+
+def test_knapsack_force_now_overshoots_the_cap_when_fits_does_not():
+    # Wallace's rule: B is forced at 2 (100 + 40 + 100 = 240 W over a 150 W cap), and C
+    # starts when D's end makes room for it (50).
+    starts, peak, forced = _held_case_run("now")
+    assert starts == {1: 0.0, 2: 0.0, 3: 2.0, 4: 50.0}
+    assert peak == 240.0 and forced == 1
+    # when-fits: B is held; at 50 C would fit but waits behind B; at 100 A ends, B fits
+    # and starts at once, and the knapsack goes on: C fits beside it (130 W). The peak
+    # is A + D at the start.
+    starts, peak, forced = _held_case_run("when-fits")
+    assert starts == {1: 0.0, 2: 0.0, 3: 100.0, 4: 100.0}
+    assert peak == 140.0 <= 150.0 and forced == 0
+
+
+def test_knapsack_when_fits_still_starts_a_job_on_an_idle_machine():
+    # Both jobs are over the cap even alone: nothing runs, so the first starts anyway
+    # (and is counted), as under Wallace's rule; the held job goes first.
+    state = _waiting_state([1, 1], [500.0, 600.0], 4, 100.0)
+    state.run_pass(make_policy({"name": "knapsack", "window": 2, "force": "when-fits"}))
+    assert state.started == [0] and state.power.forced_starts == 1
+    # A held job waits while anything runs, even when a later job would fit.
+    state = _waiting_state([1, 1, 1, 1], [500.0, 600.0, 10.0, 50.0], 4, 100.0)
+    state.start(3)
+    state.queue.remove(3)  # 50 W runs: 50 W of headroom
+    policy = make_policy({"name": "knapsack", "window": 2, "force": "when-fits"})
+    state.run_pass(policy)
+    assert state.started == [] and state.power.window_entry[0] == -np.inf
+    state.now_s = 1.0
+    state.run_pass(policy)  # job 2 (10 W) fits and is in the window, but 0 is held
+    assert state.started == []
+
+
+@pytest.mark.parametrize("value", ["later", 3, True])
+def test_knapsack_force_setting_is_checked(tmp_path, capsys, value):
+    from olsctl.cli import main
+
+    (tmp_path / "t.swf").write_text("; MaxProcs: 4\n"
+                                    "1 0 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    (tmp_path / "k.yaml").write_text(
+        "trace: t.swf\nout: out\npower: {cap: {fraction: 0.5}}\n"
+        f"policy: {{name: knapsack, force: {value}}}\n")
+    capsys.readouterr()
+    rc = main(["run", str(tmp_path / "k.yaml"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("ConfigError: ") and "policy.force" in err and "k.yaml" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="force"):
+        make_policy({"name": "knapsack", "force": "later"})
+
+
 def test_naive_capping_assumes_peak_and_stops_at_the_first_misfit():
     # peak 100 W per processor, idle 0: cap 250 W fits two 1-proc jobs at peak, not three
     state = _waiting_state([1, 1, 1, 1], [10.0] * 4, 8, 250.0)
@@ -131,6 +199,9 @@ POLICIES = [
     {"name": "knapsack", "window": 4, "predictor": "history", "stat": "max",
      "headroom": "predicted"},
     {"name": "easy-power", "verify": "max", "predictor": "learner"},
+    {"name": "knapsack", "window": 2, "predictor": "history", "force": "when-fits"},
+    {"name": "knapsack", "window": 3, "order": "wfp", "predictor": "learner", "stat": "max",
+     "headroom": "predicted", "force": "when-fits"},
 ]
 
 
