@@ -68,16 +68,18 @@ class PartitionProfiles:
         self.idle = state.active_procs - state.busy_procs
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
-        # per partition, the minimum free count from now to the end of each segment, and
-        # what all of them (or only the own partition, without borrowing) could give
-        self._prefix_min: list[list[int]] | None = None
-        self._room: list[int] | None = None
+        # per number of leading segments n: each partition's minimum free count over
+        # them, and what all partitions could give together (cleared when the profile
+        # changes)
+        self._window_cache: dict[int, tuple[list[int], int]] = {}
         # the profile as built (later changes in the pass only lower it): non-decreasing,
         # so bisect finds where a reservation search may begin
         self.base_times: list[float] = []
         self.base_own: list[list[int]] = []
         self.base_total: list[int] = []
-        self.pending: list[int] = []
+        #: pivots whose reservation is not computed yet, in pivot order, with a lower
+        #: bound on its start each
+        self.pending: list[tuple[int, float]] = []
         self.reservations: list[Reservation] = []
         #: every pivot, in the order it was made one
         self.pivots: list[int] = []
@@ -85,8 +87,10 @@ class PartitionProfiles:
         # or for a pending pivot the first time the machine as a whole has room for it.
         # Before it every profile is non-decreasing, so a job ending by then only needs
         # the free counts of now. (With an oversubscribed partition the total says
-        # nothing about the partitions, so no bound is used.)
+        # nothing about the partitions, so no bound is used.) ``settled_horizon`` is
+        # the earliest start of a settled one alone.
         self.horizon = INF
+        self.settled_horizon = INF
         self._bounded = min(self.now_free) >= 0
         self._update_free()
 
@@ -130,7 +134,7 @@ class PartitionProfiles:
         self.base_times = list(times)
         self.base_own = [list(col) for col in cols]
         self.base_total = totals
-        self._prefix_min = None
+        self._window_cache = {}
 
     def _split(self, t: float) -> int:
         """Index of the segment starting at ``t`` (inserting a breakpoint if needed)."""
@@ -150,7 +154,7 @@ class PartitionProfiles:
             if n:
                 col = self.free_at[p]
                 col[a:b] = [f - n for f in col[a:b]]
-        self._prefix_min = None
+        self._window_cache = {}
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
         """Processors per partition for a job of width ``w`` from queue ``q`` given each
@@ -185,20 +189,22 @@ class PartitionProfiles:
             return False
         end = st.now_s + st.estimate_s[j]
         q = self.queue_of[j]
-        if end > self.horizon and self.pending:
-            self.settle()  # the horizon becomes the earliest reservation start
-        if end <= self.horizon or self.times is None:
+        if end <= self.horizon:
             mins = self.now_free
         else:
-            if self._prefix_min is None:
-                self._window_minima()
-            last = bisect_left(self.times, end) - 1
-            if self.borrow:
-                if self._room[last] < w:
-                    return False
-            elif self._prefix_min[q][last] < w:
-                return False
-            mins = [col[last] for col in self._prefix_min]
+            # settle the pending reservations in order, only until the window is decided:
+            # each one only lowers the profile, so a window without room stays so; and one
+            # that cannot start before ``end`` cannot affect the window
+            while True:
+                if self.times is not None:
+                    mins, room = self._window(end)
+                    if (room if self.borrow else mins[q]) < w:
+                        return False
+                if not self.pending or end <= self.horizon:
+                    break
+                self._settle_next()
+            if end <= self.horizon:
+                mins = self.now_free
         alloc = self._allocation(q, w, mins)
         if alloc is None:
             return False
@@ -212,20 +218,27 @@ class PartitionProfiles:
         self._update_free()
         return True
 
-    def _window_minima(self) -> None:
-        """For a run from now to the end of segment i: each partition's minimum free
-        count, and their positive sum (what borrowing could gather)."""
-        pm = self._prefix_min = [list(accumulate(col, min)) for col in self.free_at]
-        if self._bounded:  # no partition is oversubscribed: nothing is negative
-            self._room = list(map(sum, zip(*pm)))
-        else:
-            self._room = [sum(m for m in seg if m > 0) for seg in zip(*pm)]
+    def _window(self, end: float) -> tuple[list[int], int]:
+        """For a run from now to ``end``: each partition's minimum free count, and their
+        positive sum (what borrowing could gather)."""
+        n = bisect_left(self.times, end)
+        got = self._window_cache.get(n)
+        if got is None:
+            if n == 1:
+                mins = [col[0] for col in self.free_at]
+            else:
+                mins = [min(col[:n]) for col in self.free_at]
+            if self._bounded:  # no partition is oversubscribed: nothing is negative
+                room = sum(mins)
+            else:
+                room = sum(m for m in mins if m > 0)
+            got = self._window_cache[n] = (mins, room)
+        return got
 
     def reserve(self, j: int) -> None:
         """Make ``j`` a pivot. The reservation is computed when a later start could be
         affected by it (in pivot order), so a pass that cannot start anything more skips
         the work; the result is the same."""
-        self.pending.append(j)
         self.pivots.append(j)
         if self._bounded:
             st = self.state
@@ -236,17 +249,24 @@ class PartitionProfiles:
             if bound < self.horizon:
                 self.horizon = bound
         else:
-            self.horizon = self.state.now_s
+            bound = self.horizon = self.state.now_s
+        self.pending.append((j, bound))
+
+    def _settle_next(self) -> None:
+        """Compute the first pending reservation."""
+        j, _ = self.pending.pop(0)
+        res = self._reserve_now(j)
+        if res is not None:
+            self.reservations.append(res)
+            if res.shadow_s < self.settled_horizon:
+                self.settled_horizon = res.shadow_s
+        if self._bounded:
+            self.horizon = min([self.settled_horizon, *(b for _, b in self.pending)])
 
     def settle(self) -> list[Reservation]:
         """Compute the pending reservations, in order; returns all made so far."""
-        pending, self.pending = self.pending, []
-        for j in pending:
-            res = self._reserve_now(j)
-            if res is not None:
-                self.reservations.append(res)
-        if self._bounded:
-            self.horizon = min((r.shadow_s for r in self.reservations), default=INF)
+        while self.pending:
+            self._settle_next()
         return self.reservations
 
     def _reserve_now(self, j: int) -> Reservation | None:
