@@ -723,8 +723,14 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
             bottom.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
         else:
             bottom.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
-        if top.get_legend_handles_labels()[0]:
-            top.legend(loc="best")
+    # one legend for all columns, below them, so no curve is hidden under it
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   ncols=min(len(handles), 7))
     fig.suptitle(f"{_name(source)}: weekly transient metrics")
     return fig
 
