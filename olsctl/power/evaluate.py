@@ -2,12 +2,14 @@
 
 Replays a run's records in time order: when a job starts, every predictor predicts its
 mean power per processor from what it knows then (history predictors: the jobs that have
-finished); when a job ends, its true profile becomes known. Errors are absolute, in W
-per processor, grouped by the week in which jobs start.
+finished; the learner: the power readings taken so far, of running and finished jobs);
+when a job ends, its true profile becomes known. Errors are absolute, in W per
+processor, grouped by the week in which jobs start.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +27,11 @@ class _View:
 
     power: PowerState
     runtime_s: list = field(default_factory=list)
+    job_id: list = field(default_factory=list)
+    start_s: list = field(default_factory=list)
+    #: running jobs as (end, index), ascending
+    running: list = field(default_factory=list)
+    now_s: float = 0.0
 
 
 def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int, int],
@@ -38,9 +45,12 @@ def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int
                          power.user, power.true_mean_w, power.true_max_w, power.true_std_w,
                          job_key=power.job_key, learning=True, sample_s=power.sample_s)
     runtime = [0.0] * len(power.user)
+    job_id = [0] * len(power.user)
+    start = [float("nan")] * len(power.user)
     for r in records.jobs:
-        runtime[index_of[r.job_id]] = r.runtime_s
-    view = _View(learned, runtime)
+        i = index_of[r.job_id]
+        runtime[i], job_id[i], start[i] = r.runtime_s, r.job_id, r.start_s
+    view = _View(learned, runtime, job_id, start)
     errors = {name: [] for name in predictors}
     sources = []
     starts = []
@@ -48,8 +58,11 @@ def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int
     k = 0
     for r in jobs:
         while k < len(ends) and ends[k].end_s <= r.start_s:
-            learned.on_finish(view, index_of[ends[k].job_id])
+            done = index_of[ends[k].job_id]
+            view.running.remove((ends[k].end_s, done))
+            learned.on_finish(view, done)
             k += 1
+        view.now_s = r.start_s
         i = index_of[r.job_id]
         truth = power.true_mean_w[i]
         for name, pred in predictors.items():
@@ -57,6 +70,7 @@ def prediction_errors(records: RunRecords, power: PowerState, index_of: dict[int
         if learner is not None:
             sources.append(learner.source(learned, i))
         starts.append(r.start_s)
+        insort(view.running, (r.end_s, i))
     return {"start_s": np.asarray(starts), "errors": {n: np.asarray(e) for n, e in errors.items()},
             "source": np.asarray(sources)}
 

@@ -55,6 +55,11 @@ class PowerState:
     learned: dict = field(default_factory=dict)
     learning: bool = False
     sample_s: float = 300.0
+    #: the learner's bookkeeping: per job, readings fed so far; the time of its last
+    #: catch-up; readings of ended jobs not yet fed (olsctl.power.learn.on_finish)
+    fed: list[int] = field(default_factory=list)
+    fed_until_s: float = float("-inf")
+    pending: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.user)
@@ -62,6 +67,8 @@ class PowerState:
             self.window_entry.extend([float("nan")] * (n - len(self.window_entry)))
         if len(self.job_key) < n:
             self.job_key.extend(range(-n, -n + (n - len(self.job_key))))
+        if len(self.fed) < n:
+            self.fed.extend([0] * (n - len(self.fed)))
 
     def cap_now(self, state: "SimState") -> float:
         return self.cap.cap_at(state.now_s)
@@ -96,15 +103,16 @@ class PowerState:
         return self.cap_now(state) - self.measured_w(state, predictor, stat)
 
     def on_finish(self, state: "SimState", idx: int) -> None:
-        """Remember the finished job's measured profile for history predictors."""
+        """Remember the finished job's measured profile for history predictors (and
+        leave its unseen readings to the learner)."""
         past = self.history.setdefault(self.user[idx], [])
         past.append((self.true_mean_w[idx], self.true_max_w[idx], self.true_std_w[idx]))
         if len(past) > HISTORY_LEN:
             del past[0]
         if self.learning:
-            from olsctl.power.learn import Learner, observe_finish
+            from olsctl.power.learn import on_finish
 
-            observe_finish(self, idx, state.runtime_s[idx], Learner(sample_s=self.sample_s))
+            on_finish(state, idx)
 
     def subset(self, idx: list[int]) -> "PowerState":
         """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
@@ -115,12 +123,13 @@ class PowerState:
             [self.true_max_w[j] for j in idx], [self.true_std_w[j] for j in idx],
             {u: list(h) for u, h in self.history.items()}, self.forced_starts,
             [self.window_entry[j] for j in idx], [self.job_key[j] for j in idx],
-            {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s)
+            {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s,
+            [self.fed[j] for j in idx], self.fed_until_s, list(self.pending))
 
     def extend(self, other: "PowerState") -> None:
         """Append ``other``'s jobs (arrivals fed to a what-if)."""
         for name in ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
-                     "true_std_w", "window_entry", "job_key"):
+                     "true_std_w", "window_entry", "job_key", "fed"):
             getattr(self, name).extend(getattr(other, name))
 
 
