@@ -40,8 +40,9 @@ def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, .
     return tuple(counts)
 
 
-#: reuse the last pass's profiles at arrivals-only instants (see MultiQueueBackfill.backfill;
-#: off only to check that it changes nothing)
+#: under FCFS, reuse the last pass's profiles at instants where jobs only arrived or the
+#: jobs that ended did so at their expected ends (see MultiQueueBackfill.backfill; off
+#: only to check that it changes nothing)
 ARRIVALS_SHORTCUT = True
 
 
@@ -61,6 +62,7 @@ class PartitionProfiles:
         self.k = k = len(owned)
         self.queue_of = queue_of
         self.borrow = borrow
+        self.owned = owned
         held = state.held
         if len(held) < k:
             held.extend([0] * (k - len(held)))
@@ -100,6 +102,47 @@ class PartitionProfiles:
             if f > 0:
                 positive += f
         self.free = positive if positive < self.idle else self.idle
+
+    def advance(self, running: list[tuple[float, int]], finished: int) -> bool:
+        """Carry this pass's profiles to now, if the ``finished`` jobs that ended since
+        were exactly those of ``running`` (the running jobs after this pass) expected to
+        end by now, all at their expected end, and no reservation starts by now; else
+        False (nothing is changed).
+
+        Then no expected end lay between the two instants, the profiles from now on are
+        what a new pass would build (a reservation in the search from the last pass's
+        instant that starts after now is also the earliest from now), and no pivot can
+        start now. Only the segments before now are dropped."""
+        st = self.state
+        now = st.now_s
+        n = bisect_right(running, (now, INF))
+        if (n != finished or not self._bounded or running[0][0] != now
+                or running[n - 1][0] != now or running[n:] != st.running):
+            return False
+        if self.settled_horizon <= now or any(b <= now for _, b in self.pending):
+            return False
+        times = self.times
+        if times is not None:
+            i = bisect_right(times, now) - 1
+            if i > 0:
+                del times[:i]
+                for col in self.free_at:
+                    del col[:i]
+            times[0] = now
+            base = self.base_times
+            i = bisect_right(base, now) - 1
+            if i > 0:
+                del base[:i]
+                del self.base_total[:i]
+                for col in self.base_own:
+                    del col[:i]
+            base[0] = now
+            self._window_cache = {}
+        owned, held = self.owned, st.held
+        self.now_free = [owned[p] - held[p] for p in range(self.k)]
+        self.idle = st.active_procs - st.busy_procs
+        self._update_free()
+        return True
 
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
@@ -375,38 +418,44 @@ class MultiQueueBackfill:
         respected those reservations. Such a pass reuses the last pass's profiles and
         tries the new jobs alone, in the order the full pass would reach them."""
         key = ("mqbf-pass", self.boundaries_s, self.shares, self.borrow)
-        if state.busy_procs >= state.active_procs or not state.queue:
+        queue = state.queue
+        if state.busy_procs >= state.active_procs or not queue:
             state.cache.pop(key, None)
             return None  # nothing can start: the pass would change nothing
         queue_of = self._queues(state)
         cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
         if cached is not None:
-            finishes, active, qlen, last, busy_queues, resources = cached
-            queue = state.queue
-            if (finishes == state.finishes and active == state.active_procs
-                    and len(queue) >= qlen and (qlen == 0 or queue[qlen - 1] == last)):
-                return self._arrivals_pass(state, key, queue_of, qlen, busy_queues, resources)
+            finishes, active, qlen, last, busy_queues, running, resources = cached
+            if (active == state.active_procs and len(queue) >= qlen
+                    and (qlen == 0 or queue[qlen - 1] == last)):
+                if finishes == state.finishes:
+                    return self._arrivals_pass(state, key, queue_of, qlen, busy_queues,
+                                               resources)
+                if resources.advance(running, state.finishes - finishes):
+                    return self._ends_pass(state, key, queue_of, qlen, busy_queues,
+                                           resources)
         procs = state.procs
-        idle = state.active_procs - state.busy_procs
-        groups: list[list[int]] = [[] for _ in range(self.queues)]
-        by_head: list[list[int]] = []  # the queues in the order of their heads
-        fits = False
-        ordered = self._order(state, state.queue)
-        for j in ordered:
-            group = groups[queue_of[j]]
-            if not group:
-                by_head.append(group)
-            group.append(j)
-            if procs[j] <= idle:
-                fits = True
-        if not fits:
+        if min(map(procs.__getitem__, queue)) > state.active_procs - state.busy_procs:
             state.cache.pop(key, None)
             return None  # no waiting job is narrow enough to start: nothing would change
+        groups: list[list[int]] = [[] for _ in range(self.queues)]
+        ordered = self._order(state, queue)
+        add = [group.append for group in groups]
+        for j in ordered:
+            add[queue_of[j]](j)
+        # the queues in the order of their heads
+        by_head = [group for group in groups if group]
+        if len(by_head) > 1:
+            by_head.sort(key=lambda group: ordered.index(group[0]))
         resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
                                       self.borrow)
         backfill_pass(state, ordered, resources, by_head)
         if self.order == "fcfs":
-            self._remember(state, key, queue_of, resources)
+            waiting = [len(group) for group in groups]
+            for j in state.started:
+                waiting[queue_of[j]] -= 1
+            busy = {q for q, n in enumerate(waiting) if n}
+            self._remember(state, key, busy, resources)
         return resources
 
     def _arrivals_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
@@ -427,25 +476,72 @@ class MultiQueueBackfill:
                 by_head.append(group)
             group.append(j)
         backfill_pass(state, new, resources, by_head)
-        self._remember(state, key, queue_of, resources)
+        started = state.started
+        if started:
+            gone = set(started)
+            busy = busy_queues.union([queue_of[j] for j in new if j not in gone])
+        else:
+            busy = busy_queues.union([queue_of[j] for j in new])
+        self._remember(state, key, busy, resources)
         return resources
 
-    def _remember(self, state: "SimState", key: tuple, queue_of: list[int],
+    def _ends_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
+                   busy_queues: set, resources: PartitionProfiles) -> PartitionProfiles:
+        """The pass of an instant where the jobs that ended did so at their expected
+        ends (see :meth:`backfill` and :meth:`PartitionProfiles.advance`): the old pivots
+        keep their reservations; the new jobs of empty queues are heads (Phase A), then
+        every other job that is not a pivot is tried, the old ones too (what ended may
+        have made room for them)."""
+        new = state.queue[qlen:]
+        groups: dict[int, list[int]] = {}
+        by_head: list[list[int]] = []  # queues that were empty: their heads are new
+        for j in new:
+            q = queue_of[j]
+            if q in busy_queues:
+                continue
+            group = groups.get(q)
+            if group is None:
+                group = groups[q] = []
+                by_head.append(group)
+            group.append(j)
+        pivots = set(resources.pivots)
+        rest = [j for j in state.queue if j not in pivots]
+        backfill_pass(state, rest, resources, by_head)
+        started = state.started
+        if started:
+            gone = set(started)
+            busy = busy_queues.union([queue_of[j] for j in new if j not in gone])
+        else:
+            busy = busy_queues.union([queue_of[j] for j in new])
+        self._remember(state, key, busy, resources)
+        return resources
+
+    def _remember(self, state: "SimState", key: tuple, busy_queues: set,
                   resources: PartitionProfiles) -> None:
         """Keep this pass's profiles for an arrivals-only pass, unless the next full pass
         would make the reservations in another order: when a queue's head started, its
         next job became the pivot where the old head stood in Phase A, but a full pass
-        takes the queues in the order of their current heads."""
-        started = set(state.started)
-        left = [j for j in state.queue if j not in started] if started else state.queue
+        takes the queues in the order of their current heads. ``busy_queues``: the
+        queues with a job still waiting."""
+        queue = state.queue
+        started = state.started
+        last = None
         if started:
-            pos = {j: i for i, j in enumerate(left)}
-            at = [pos.get(j, -1) for j in resources.pivots]
-            if any(b <= a for a, b in zip(at, at[1:])):
-                state.cache.pop(key, None)
-                return
-        state.cache[key] = (state.finishes, state.active_procs, len(left),
-                            left[-1] if left else None, {queue_of[j] for j in left}, resources)
+            gone = set(started)
+            for j in reversed(queue):
+                if j not in gone:
+                    last = j
+                    break
+            pivots = resources.pivots
+            if len(pivots) > 1:  # pivots never start in their pass: all still wait
+                at = [queue.index(j) for j in pivots]
+                if any(b <= a for a, b in zip(at, at[1:])):
+                    state.cache.pop(key, None)
+                    return
+        elif queue:
+            last = queue[-1]
+        state.cache[key] = (state.finishes, state.active_procs, len(queue) - len(started),
+                            last, busy_queues, list(state.running), resources)
 
     def _queues(self, state: "SimState") -> list[int]:
         """Every job's queue (0-based), computed once per state from its estimate."""

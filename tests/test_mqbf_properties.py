@@ -221,3 +221,63 @@ def test_arrivals_shortcut_changes_nothing_on_a_long_loaded_workload(seed):
         finally:
             mqbf.ARRIVALS_SHORTCUT = True
         assert fast == plain
+
+
+@st.composite
+def lockstep_workloads(draw):
+    # few distinct runtimes and submit times on a grid: many jobs end together, at their
+    # expected ends with exact estimates, while pivots wait behind them
+    machine = draw(st.integers(4, 24))
+    n = draw(st.integers(10, 80))
+    t, rows = 0, []
+    for i in range(n):
+        t += draw(st.sampled_from([0, 0, 0, 10, 20, 50]))
+        runtime = draw(st.sampled_from([10, 20, 30, 50, 100, 300]))
+        req = draw(st.sampled_from([runtime, runtime, runtime * 2]))
+        rows.append((i + 1, t, runtime, draw(st.integers(1, machine)), req))
+    return workload_from_rows(rows, machine)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lockstep_workloads(), st.integers(1, 4), st.sampled_from(["exact", "user"]),
+       st.booleans())
+def test_passes_after_ends_at_the_expected_time_reuse_the_profiles_without_changing_anything(
+        w, k, estimates, borrow):
+    import olsctl.policies.mqbf as mqbf
+
+    spec = {"name": "mqbf", "queues": k, "boundaries_s": [20, 60, 150][:k - 1],
+            "borrow": borrow}
+    policy = make_policy(spec)
+    if policy.check_jobs(w.job_id, w.procs, w.estimate_s(estimates), w.machine_procs):
+        return
+    fast = run_main(w, estimates, policy=policy)
+    mqbf.ARRIVALS_SHORTCUT = False
+    try:
+        plain = run_main(w, estimates, policy=make_policy(spec))
+    finally:
+        mqbf.ARRIVALS_SHORTCUT = True
+    assert fast == plain
+
+
+def test_passes_after_ends_at_the_expected_time_do_reuse_the_profiles(monkeypatch):
+    # the shortcut is taken (else the property test above would check nothing)
+    import olsctl.policies.mqbf as mqbf
+
+    taken = []
+    original = mqbf.MultiQueueBackfill._ends_pass
+
+    def spy(self, *args):
+        taken.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(mqbf.MultiQueueBackfill, "_ends_pass", spy)
+    # 8 processors, 4 queues of 2: two long wide jobs hold the machine, the narrow short
+    # ones end at their expected ends while the wide pivots wait
+    rows = [(1, 0, 1000, 4), (2, 0, 1000, 4), (3, 1, 50, 6), (4, 1, 5000, 6),
+            (5, 2, 10, 1), (6, 3, 10, 1), (7, 50, 20, 2)]
+    w = workload_from_rows(rows, 8)
+    policy = make_policy({"name": "mqbf", "queues": 4})
+    fast = run_main(w, "exact", policy=policy)
+    assert taken
+    monkeypatch.setattr(mqbf, "ARRIVALS_SHORTCUT", False)
+    assert run_main(w, "exact", policy=make_policy({"name": "mqbf", "queues": 4})) == fast
