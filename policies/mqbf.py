@@ -106,8 +106,9 @@ class PartitionProfiles:
     def advance(self, running: list[tuple[float, int]], finished: int) -> bool:
         """Carry this pass's profiles to now, if the ``finished`` jobs that ended since
         were exactly those of ``running`` (the running jobs after this pass) expected to
-        end by now, all at their expected end, and no reservation starts by now; else
-        False (nothing is changed).
+        end by now, all at their expected end, and no reservation starts by now (pending
+        ones that might are computed to see); else False, and then the profiles must not
+        be used again.
 
         Then no expected end lay between the two instants, the profiles from now on are
         what a new pass would build (a reservation in the search from the last pass's
@@ -119,7 +120,7 @@ class PartitionProfiles:
         if (n != finished or not self._bounded or running[0][0] != now
                 or running[n - 1][0] != now or running[n:] != st.running):
             return False
-        if self.settled_horizon <= now or any(b <= now for _, b in self.pending):
+        if self.settled_horizon <= now:
             return False
         times = self.times
         if times is not None:
@@ -142,6 +143,11 @@ class PartitionProfiles:
         self.now_free = [owned[p] - held[p] for p in range(self.k)]
         self.idle = st.active_procs - st.busy_procs
         self._update_free()
+        # a pending pivot that might start now: compute the reservations up to it
+        while self.pending and self.horizon <= now:
+            self._settle_next()
+            if self.settled_horizon <= now:
+                return False  # a pivot starts now: the caller runs a full pass
         return True
 
     # -- profile -----------------------------------------------------------------------
@@ -420,8 +426,9 @@ class MultiQueueBackfill:
         key = ("mqbf-pass", self.boundaries_s, self.shares, self.borrow)
         queue = state.queue
         if state.busy_procs >= state.active_procs or not queue:
-            state.cache.pop(key, None)
-            return None  # nothing can start: the pass would change nothing
+            # nothing can start: the pass would change nothing (the next one may still
+            # reuse the last profiles: it checks what happened since)
+            return None
         queue_of = self._queues(state)
         cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
         if cached is not None:
