@@ -100,9 +100,10 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "headroom": Param(str, "measured", ("measured", "predicted"),
                                   "running jobs at their measured power, or at least at "
                                   "their predicted stat"),
-                "force": Param(str, "now", ("now", "when-fits"),
+                "force": Param(str, "now", ("now", "when-fits", "reserve"),
                                "full window and nothing fits: the job in it longest starts "
-                               "now (Wallace), or holds the machine until it fits"),
+                               "now (Wallace), or holds the machine until it fits, or "
+                               "holds it but lets jobs that end before then start"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
     ),

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 VERIFY = ("naive", "mean", "max", "gaussian")
 #: what the window knapsack does when its window is full and nothing fits
-FORCE = ("now", "when-fits")
+FORCE = ("now", "when-fits", "reserve")
 
 
 def force_if_idle(state: "SimState", ordered: list[int]) -> None:
@@ -103,9 +103,12 @@ class WindowKnapsack(_PowerPolicy):
     forced start, at most one a pass), even over the cap; ``when-fits`` holds the machine
     for it: from then on nothing else starts until it fits the free processors and the
     headroom, and it starts at the first pass where it does (then the knapsack goes on
-    with what is left). Either way, like in every power-aware policy here, a job starts
-    anyway when nothing runs (see :func:`force_if_idle`; the held job first), so a cap
-    that no job fits under cannot stop the log.
+    with what is left); ``reserve`` holds it too, but lets window jobs start meanwhile
+    when they fit now and end, by their estimates, before it would fit (once enough
+    running jobs, counted as in the headroom, have ended by their estimates; if it fits
+    only on an idle machine, once all have). Either way, like in every power-aware policy
+    here, a job starts anyway when nothing runs (see :func:`force_if_idle`; the held job
+    first), so a cap that no job fits under cannot stop the log.
 
     [choice] The held job is marked by its window entry time set to ``-inf`` (it comes
     before every job that entered a window), so the mark lives in the power state and
@@ -139,17 +142,21 @@ class WindowKnapsack(_PowerPolicy):
             room = p.headroom_w(state)
         ordered = self._order(state, state.queue)
         started: set[int] = set()
-        if self.force == "when-fits":
+        until = None  # reserve: the held job is waiting; others must end by ``until``
+        if self.force != "now":
             held = _held(p.window_entry, ordered, self.window)
             if held is not None:
                 rise = _increase(state, self._predictor, held, self.stat)
                 if (state.procs[held] > state.active_procs - state.busy_procs
                         or rise > room):
-                    force_if_idle(state, [held] + [j for j in ordered if j != held])
-                    return  # nothing else starts before the held job
-                state.start(held)
-                started.add(held)
-                room -= rise
+                    if self.force == "when-fits" or not state.running:
+                        force_if_idle(state, [held] + [j for j in ordered if j != held])
+                        return  # nothing else starts before the held job
+                    until = self._fits_at(state, held, rise, room)
+                else:
+                    state.start(held)
+                    started.add(held)
+                    room -= rise
         while True:
             free = state.active_procs - state.busy_procs
             if free <= 0:
@@ -166,13 +173,19 @@ class WindowKnapsack(_PowerPolicy):
             for j in window:
                 if entry[j] != entry[j]:  # NaN: entering now
                     entry[j] = state.now_s
-            chosen = self._knapsack(state, window, free, room)
+            if until is None:
+                chosen = self._knapsack(state, window, free, room)
+            else:
+                now, est = state.now_s, state.estimate_s
+                chosen = self._knapsack(state, [j for j in window if j != held
+                                                and now + est[j] <= until], free, room)
             if not chosen:
-                if len(window) < self.window and (state.running or state.started):
+                if until is not None or (len(window) < self.window
+                                         and (state.running or state.started)):
                     return
                 by_entry = [window[i] for i in sorted(range(len(window)),
                                                        key=lambda i: (entry[window[i]], i))]
-                if len(window) == self.window and self.force == "when-fits":
+                if len(window) == self.window and self.force != "now":
                     entry[by_entry[0]] = -math.inf  # held: waits for room, then starts
                 elif len(window) == self.window and state.procs[by_entry[0]] <= free:
                     state.start(by_entry[0])  # at most one forced start a pass
@@ -184,6 +197,22 @@ class WindowKnapsack(_PowerPolicy):
                 state.start(j)
                 started.add(j)
                 room -= _increase(state, self._predictor, j, self.stat)
+
+    def _fits_at(self, state: "SimState", held: int, rise: float, room: float) -> float:
+        """Expected time (by the running jobs' estimates) at which the held job would fit
+        the processors and the headroom, each running job leaving what the headroom
+        counted for it; the last expected end if it fits only on an idle machine."""
+        p, procs = state.power, state.procs
+        free = state.active_procs - state.busy_procs
+        for end, j in state.running:
+            w = p.job_power_now(state, j)
+            if self.headroom == "predicted":
+                w = max(w, self._predictor.predict(state, j, self.stat))
+            free += procs[j]
+            room += procs[j] * (w - p.idle_w)
+            if free >= procs[held] and room >= rise:
+                return end
+        return state.running[-1][0]
 
     def _knapsack(self, state: "SimState", window: list[int], free: int,
                   room: float) -> list[int]:

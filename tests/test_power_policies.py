@@ -76,11 +76,12 @@ def test_knapsack_forces_the_longest_waiting_job_when_nothing_fits():
     assert state.started == [0] and state.power.forced_starts == 1
 
 
-def _held_case_run(force: str):
+def _held_case_run(force: str, c_runtime_s: int = 10):
     """Machine of 4 processors, idle 0 W, cap 150 W, window 2, oracle predictions. A (100 W,
     runs 0..100) and D (40 W, 0..50) leave 10 W of headroom; B (100 W, submitted at 1)
     and C (30 W, at 2) fill the window and neither fits."""
-    w = workload_from_rows([(1, 0, 100, 1), (2, 0, 50, 1), (3, 1, 10, 1), (4, 2, 10, 1)], 4)
+    w = workload_from_rows([(1, 0, 100, 1), (2, 0, 50, 1), (3, 1, 10, 1),
+                            (4, 2, c_runtime_s, 1)], 4)
     sim = make_main(w, policy=make_policy({"name": "knapsack", "window": 2,
                                            "predictor": "oracle", "force": force}))
     sim.state.power = power_state(_flat([100.0, 40.0, 100.0, 30.0]), [0] * 4, 0.0, 0.0,
@@ -105,6 +106,14 @@ def test_knapsack_force_now_overshoots_the_cap_when_fits_does_not():
     starts, peak, forced = _held_case_run("when-fits")
     assert starts == {1: 0.0, 2: 0.0, 3: 100.0, 4: 100.0}
     assert peak == 140.0 <= 150.0 and forced == 0
+    # reserve: B is held and will fit when A ends (100); C fits at 50 and ends by 100,
+    # so it starts at 50; a C that would run until 110 waits and starts beside B.
+    starts, peak, forced = _held_case_run("reserve")
+    assert starts == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0}
+    assert peak == 140.0 and forced == 0
+    starts, peak, forced = _held_case_run("reserve", c_runtime_s=60)
+    assert starts == {1: 0.0, 2: 0.0, 3: 100.0, 4: 100.0}
+    assert peak == 140.0 and forced == 0
 
 
 def test_knapsack_when_fits_still_starts_a_job_on_an_idle_machine():
@@ -202,6 +211,10 @@ POLICIES = [
     {"name": "knapsack", "window": 2, "predictor": "history", "force": "when-fits"},
     {"name": "knapsack", "window": 3, "order": "wfp", "predictor": "learner", "stat": "max",
      "headroom": "predicted", "force": "when-fits"},
+    {"name": "knapsack", "window": 2, "order": "wfp", "predictor": "history",
+     "force": "reserve"},
+    {"name": "knapsack", "window": 3, "predictor": "oracle", "stat": "max",
+     "headroom": "predicted", "force": "reserve"},
 ]
 
 
