@@ -103,25 +103,24 @@ class PartitionProfiles:
                 positive += f
         self.free = positive if positive < self.idle else self.idle
 
-    def advance(self, running: list[tuple[float, int]], finished: int) -> bool:
+    def advance(self, running: list[tuple[float, int]], finished: int) -> list[int] | None:
         """Carry this pass's profiles to now, if the ``finished`` jobs that ended since
         were exactly those of ``running`` (the running jobs after this pass) expected to
-        end by now, all at their expected end, and no reservation starts by now (pending
-        ones that might are computed to see); else False, and then the profiles must not
-        be used again.
+        end by now, all at their expected end; else None, and nothing is changed.
 
-        Then no expected end lay between the two instants, the profiles from now on are
-        what a new pass would build (a reservation in the search from the last pass's
-        instant that starts after now is also the earliest from now), and no pivot can
-        start now. Only the segments before now are dropped."""
+        Then no expected end lay between the two instants and the profiles from now on
+        are what a new pass would build: only the segments before now are dropped. A
+        reservation from the last pass's instant that starts after now is also the
+        earliest from now, so its pivot cannot start now and keeps it. From the first
+        pivot whose reservation starts now (pending ones that might are computed to
+        see), the pivots and their reservations are dropped, to be made again in queue
+        order: returns them (empty when every pivot keeps its reservation)."""
         st = self.state
         now = st.now_s
         n = bisect_right(running, (now, INF))
         if (n != finished or not self._bounded or running[0][0] != now
                 or running[n - 1][0] != now or running[n:] != st.running):
-            return False
-        if self.settled_horizon <= now:
-            return False
+            return None
         times = self.times
         if times is not None:
             i = bisect_right(times, now) - 1
@@ -144,11 +143,33 @@ class PartitionProfiles:
         self.idle = st.active_procs - st.busy_procs
         self._update_free()
         # a pending pivot that might start now: compute the reservations up to it
-        while self.pending and self.horizon <= now:
+        while self.pending and self.horizon <= now and self.settled_horizon > now:
             self._settle_next()
-            if self.settled_horizon <= now:
-                return False  # a pivot starts now: the caller runs a full pass
-        return True
+        if self.settled_horizon > now:
+            return []
+        return self._rewind(now)
+
+    def _rewind(self, now: float) -> list[int]:
+        """Drop the first pivot whose reservation starts by ``now`` and every pivot after
+        it, with their reservations (pending ones all come after it); return them."""
+        at = {r.job: r.shadow_s for r in self.reservations}
+        pivots = self.pivots
+        first = next(i for i, j in enumerate(pivots) if at.get(j, INF) <= now)
+        dropped = pivots[first:]
+        gone = set(dropped)
+        est = self.state.estimate_s
+        kept = []
+        for r in self.reservations:
+            if r.job in gone:
+                s = r.shadow_s
+                self._take(s, s + est[r.job], tuple(-n for n in r.procs))
+            else:
+                kept.append(r)
+        self.reservations = kept
+        self.pivots = pivots[:first]
+        self.pending = []
+        self.horizon = self.settled_horizon = min([r.shadow_s for r in kept], default=INF)
+        return dropped
 
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
@@ -438,9 +459,10 @@ class MultiQueueBackfill:
                 if finishes == state.finishes:
                     return self._arrivals_pass(state, key, queue_of, qlen, busy_queues,
                                                resources)
-                if resources.advance(running, state.finishes - finishes):
+                redo = resources.advance(running, state.finishes - finishes)
+                if redo is not None:
                     return self._ends_pass(state, key, queue_of, qlen, busy_queues,
-                                           resources)
+                                           resources, redo)
         procs = state.procs
         if min(map(procs.__getitem__, queue)) > state.active_procs - state.busy_procs:
             state.cache.pop(key, None)
@@ -493,16 +515,27 @@ class MultiQueueBackfill:
         return resources
 
     def _ends_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
-                   busy_queues: set, resources: PartitionProfiles) -> PartitionProfiles:
+                   busy_queues: set, resources: PartitionProfiles,
+                   redo: list[int]) -> PartitionProfiles:
         """The pass of an instant where the jobs that ended did so at their expected
-        ends (see :meth:`backfill` and :meth:`PartitionProfiles.advance`): the old pivots
-        keep their reservations; the new jobs of empty queues are heads (Phase A), then
-        every other job that is not a pivot is tried, the old ones too (what ended may
-        have made room for them)."""
-        new = state.queue[qlen:]
+        ends (see :meth:`backfill` and :meth:`PartitionProfiles.advance`): the pivots
+        that keep their reservations cannot start; the queues of the ``redo`` pivots
+        (in their order), then the queues that were empty go through Phase A; then every
+        other job that is not a pivot is tried, the old ones too (what ended may have
+        made room for them)."""
+        queue = state.queue
+        new = queue[qlen:]
         groups: dict[int, list[int]] = {}
-        by_head: list[list[int]] = []  # queues that were empty: their heads are new
-        for j in new:
+        by_head: list[list[int]] = []
+        if redo:  # their queues in the order of their heads, every job of each
+            for j in redo:
+                group = groups[queue_of[j]] = []
+                by_head.append(group)
+            for j in queue:
+                group = groups.get(queue_of[j])
+                if group is not None:
+                    group.append(j)
+        for j in new:  # queues that were empty: their heads are new
             q = queue_of[j]
             if q in busy_queues:
                 continue
@@ -512,10 +545,13 @@ class MultiQueueBackfill:
                 by_head.append(group)
             group.append(j)
         pivots = set(resources.pivots)
-        rest = [j for j in state.queue if j not in pivots]
+        rest = [j for j in queue if j not in pivots]
         backfill_pass(state, rest, resources, by_head)
         started = state.started
-        if started:
+        if redo:
+            gone = set(started)
+            busy = {queue_of[j] for j in queue if j not in gone}
+        elif started:
             gone = set(started)
             busy = busy_queues.union([queue_of[j] for j in new if j not in gone])
         else:
