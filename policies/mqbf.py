@@ -162,7 +162,7 @@ class PartitionProfiles:
         for r in self.reservations:
             if r.job in gone:
                 s = r.shadow_s
-                self._take(s, s + est[r.job], tuple(-n for n in r.procs))
+                self._take(s, s + est[r.job], tuple([-n for n in r.procs]))
             else:
                 kept.append(r)
         self.reservations = kept
@@ -397,6 +397,8 @@ class MultiQueueBackfill:
     _order: Order = field(init=False, repr=False, compare=False)
     _weights: tuple = field(init=False, repr=False, compare=False)
     _owned: dict = field(init=False, repr=False, compare=False, default_factory=dict)
+    _pass_key: tuple = field(init=False, repr=False, compare=False)
+    _queue_key: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.queues < 1:
@@ -418,6 +420,10 @@ class MultiQueueBackfill:
                    else (Fraction(1),) * self.queues)
         object.__setattr__(self, "_order", ORDERS[self.order])
         object.__setattr__(self, "_weights", weights)
+        # keys of what this policy keeps in ``state.cache``
+        object.__setattr__(self, "_pass_key",
+                           ("mqbf-pass", self.boundaries_s, self.shares, self.borrow))
+        object.__setattr__(self, "_queue_key", ("mqbf-queue", self.boundaries_s))
 
     def queue_index(self, estimate_s: float) -> int:
         """The smallest k with estimate < boundaries_s[k], else the last queue (0-based)."""
@@ -443,8 +449,10 @@ class MultiQueueBackfill:
         passes, so every partition's free count is flat in between, a waiting job's
         window [now, now + estimate) only moves later, and the jobs started since then
         respected those reservations. Such a pass reuses the last pass's profiles and
-        tries the new jobs alone, in the order the full pass would reach them."""
-        key = ("mqbf-pass", self.boundaries_s, self.shares, self.borrow)
+        tries the new jobs alone, in the order the full pass would reach them. So does a
+        pass after jobs ended exactly at their expected ends, which also tries the old
+        jobs again (see :meth:`_ends_pass`)."""
+        key = self._pass_key
         queue = state.queue
         if state.busy_procs >= state.active_procs or not queue:
             # nothing can start: the pass would change nothing (the next one may still
@@ -589,7 +597,7 @@ class MultiQueueBackfill:
     def _queues(self, state: "SimState") -> list[int]:
         """Every job's queue (0-based), computed once per state from its estimate."""
         est = state.estimate_s
-        key = ("mqbf-queue", self.boundaries_s)
+        key = self._queue_key
         got = state.cache.get(key)
         if got is None or len(got) < len(est):
             bounds = self.boundaries_s
