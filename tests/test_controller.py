@@ -417,3 +417,51 @@ def test_bad_policy_candidates_name_the_key(tmp_path, candidates, cost, key):
         execute(cfg)
     assert f"x.yaml: {key}" in str(err.value)
     assert not (tmp_path / "o").exists()
+
+
+def test_cap_candidates_lower_the_cap_when_quiet_and_raise_it_under_load(tmp_path):
+    # 16 processors: a burst of 24 four-processor jobs of 30 min in the first 4 minutes,
+    # then one short job an hour; caps of 37.5% to 100% of peak, cost = the cap
+    import csv
+    import json
+
+    lines = ["; MaxProcs: 16"]
+    for j in range(1, 25):
+        lines.append(f"{j} {10 * (j - 1)} -1 1800 4 -1 -1 4 1800 -1 1 {j % 3} {j % 2} "
+                     f"-1 -1 -1 -1 -1")
+    for k in range(4, 16):
+        j = 21 + k
+        lines.append(f"{j} {3600 * k} -1 600 1 -1 -1 1 600 -1 1 {j % 3} {j % 2} "
+                     f"-1 -1 -1 -1 -1")
+    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    (tmp_path / "c.yaml").write_text(
+        "trace: t.swf\nout: out\n"
+        "policy: {name: knapsack, window: 5, stat: max, force: when-fits,\n"
+        "         predictor: {name: oracle}}\n"
+        "power: {cap: {fraction: 1.0}, sample_s: 60}\n"
+        "controller:\n  interval_s: 900\n  candidates:\n"
+        "    active_procs: {fraction: [1.0]}\n"
+        "    power_cap: {fraction: [0.375, 0.5, 0.75, 1.0]}\n"
+        "  sla: {metric: mean_bsld, max: 4}\n  cost: power_cap\n")
+    assert main(["run", str(tmp_path / "c.yaml"), "--quiet",
+                 "--out", str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    ticks = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    caps = sorted({t["cap_w"] for d in ticks for t in d["trials"]})
+    assert len(caps) == 4
+    busy = [d["chosen"]["cap_w"] for d in ticks if d["waiting"] >= 8]
+    quiet = [d["chosen"]["cap_w"] for d in ticks if d["running"] == 0 and d["waiting"] == 0]
+    assert busy and quiet
+    assert max(busy) > caps[0]  # raised under load
+    assert set(quiet) == {caps[0]}  # the lowest cap when nothing runs or waits
+    # the cap in force is the one chosen at the last tick, and the CSR is against it
+    rows = list(csv.DictReader((out / "power.csv").open()))
+    chosen_at = [(d["time_s"], d["chosen"]["cap_w"]) for d in ticks]
+    for row in rows:
+        t = float(row["time"])
+        in_force = [c for s, c in chosen_at if s <= t][-1]
+        assert float(row["cap_w"]) == in_force
+        assert row["within_cap"] == str(int(float(row["peak_power_w"]) <= in_force))
+    csr = json.loads((out / "summary.json").read_text())["power"]["csr"]
+    assert csr == sum(r["within_cap"] == "1" for r in rows) / len(rows)
+    assert csr >= 0.99
