@@ -60,6 +60,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "backend": (str, "loky", "joblib backend (loky, threading, multiprocessing, dask, ...)"),
     "parallel_min_waiting": (int, 100, "ticks with fewer waiting jobs run their what-ifs in "
                                        "process (too small to pay for a worker)"),
+    "pool_min_s": (object, "auto", "auto, or the expected in-process seconds of a tick's "
+                                   "what-ifs from which they go to the worker pool"),
     "seed": (int, 0, "seed passed to every what-if"),
 }
 
@@ -336,6 +338,11 @@ def _check_controller(src: str, spec: dict) -> dict:
     if out["parallel_min_waiting"] < 0:
         raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
                           f"(got {out['parallel_min_waiting']})")
+    pool = out["pool_min_s"]
+    if pool != "auto" and (isinstance(pool, bool) or not isinstance(pool, (int, float))
+                           or not pool >= 0):
+        raise ConfigError(f"{where}.pool_min_s: must be auto or a number of seconds >= 0 "
+                          f"(got {pool!r})")
     return out
 
 

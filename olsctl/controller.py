@@ -272,6 +272,14 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
     return out
 
 
+def _timed_batch(batch, task: WhatIfTask, candidates: Sequence[Candidate],
+                 seed: int = 0) -> tuple[list[Trial], float]:
+    """``batch(task, candidates, seed)`` and the wall seconds it took (in a worker)."""
+    t0 = time.perf_counter()
+    trials = batch(task, candidates, seed)
+    return trials, time.perf_counter() - t0
+
+
 def _failed(task: WhatIfTask, c: Candidate, error: str) -> Trial:
     return Trial(c, int(task.snapshot.job_id.size), 0, 0, INF, INF, INF, INF, INF, error=error)
 
@@ -352,6 +360,9 @@ class ControllerSettings:
     n_jobs: int = 1
     backend: str = "loky"
     parallel_min_waiting: int = 100
+    #: expected in-process seconds from which a tick's what-ifs go to the pool (None:
+    #: auto, when splitting them saves more than the pool's measured round trip)
+    pool_min_s: float | None = None
     seed: int = 0
 
     def active_counts(self, total_procs: int) -> list[int]:
@@ -408,6 +419,9 @@ class Controller:
     _current: Candidate | None = None
     _last_change_s: float = -INF
     _submit: list[float] = field(default_factory=list)
+    # wall seconds per what-if at the last evaluation, and what a pool call adds
+    _per_whatif_s: float | None = None
+    _hop_s: float | None = None
 
     def start(self, sim) -> None:
         """Schedule the first tick at the first submission."""
@@ -491,17 +505,46 @@ class Controller:
                           sim.wake_latency_s)
 
     def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
+        """The candidates' trials, in order: in this process, or split over the pool when
+        the tick is worth a process hop (see :meth:`_use_pool`). Either way the trials
+        are the same; only the wall time differs."""
         self.whatifs += len(cands)
         s = self.settings
-        if self.parallel is None or len(cands) < 2 or waiting < s.parallel_min_waiting:
-            return self.batch(task, cands, s.seed)
+        n = 1 if self.parallel is None else min(len(cands), _workers(self.parallel))
+        if n < 2 or waiting < s.parallel_min_waiting or not self._use_pool(len(cands), n):
+            t0 = time.perf_counter()
+            trials = self.batch(task, cands, s.seed)
+            self._per_whatif_s = (time.perf_counter() - t0) / max(1, len(cands))
+            return trials
         from joblib import delayed
 
-        n = min(len(cands), _workers(self.parallel))
         chunks = [cands[i::n] for i in range(n)]
-        parts = self.parallel(delayed(self.batch)(task, c, s.seed) for c in chunks)
-        by_cand = {t.candidate: t for part in parts for t in part}
+        t0 = time.perf_counter()
+        parts = self.parallel(delayed(_timed_batch)(self.batch, task, c, s.seed) for c in chunks)
+        wall = time.perf_counter() - t0
+        busy = [seconds for _, seconds in parts]
+        self._per_whatif_s = sum(busy) / len(cands)
+        hop = max(0.0, wall - max(busy))
+        self._hop_s = hop if self._hop_s is None else 0.5 * (self._hop_s + hop)
+        by_cand = {t.candidate: t for part, _ in parts for t in part}
         return [by_cand[c] for c in cands]
+
+    def _use_pool(self, count: int, workers: int) -> bool:
+        """Whether ``count`` what-ifs over ``workers`` workers should go to the pool.
+        With ``pool_min_s`` set, when they are expected to take at least that long in
+        this process; by default (auto), when splitting them is expected to save more
+        than 1.5 times the wall time a pool round trip has been adding (measured on the
+        pool's calls, 20 ms until then). The expectation is the last evaluation's time
+        per what-if (ticks an hour apart see similar queues); the first evaluation runs
+        in this process, unless ``pool_min_s`` is 0."""
+        floor = self.settings.pool_min_s
+        if self._per_whatif_s is None:
+            return floor == 0
+        expected = self._per_whatif_s * count
+        if floor is not None:
+            return expected >= floor
+        hop = 0.02 if self._hop_s is None else self._hop_s
+        return expected * (1.0 - 1.0 / workers) > 1.5 * hop
 
     def _search(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
         s = self.settings

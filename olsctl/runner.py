@@ -50,6 +50,26 @@ class _RichProgress(Progress):
         self.bar.update(self.task, completed=done)
 
 
+class LazyPool:
+    """A ``joblib.Parallel`` kept open for the run but started at its first call, so a
+    run whose ticks never need the workers does not pay for starting them. Closed with
+    ``stack``."""
+
+    def __init__(self, stack: ExitStack, n_jobs: int, backend: str) -> None:
+        self.stack = stack
+        self.n_jobs = n_jobs
+        self.backend = backend
+        self._parallel = None
+
+    def __call__(self, tasks):
+        if self._parallel is None:
+            from joblib import Parallel
+
+            self._parallel = self.stack.enter_context(Parallel(n_jobs=self.n_jobs,
+                                                               backend=self.backend))
+        return self._parallel(tasks)
+
+
 def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None;
     ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None."""
@@ -108,10 +128,8 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         controller.start(sim)
     with ExitStack() as stack:
         if controller is not None and controller.settings.n_jobs != 1:
-            from joblib import Parallel
-
-            controller.parallel = stack.enter_context(
-                Parallel(n_jobs=controller.settings.n_jobs, backend=controller.settings.backend))
+            controller.parallel = LazyPool(stack, controller.settings.n_jobs,
+                                           controller.settings.backend)
         if progress_bar is not None:
             stack.enter_context(progress_bar)
         if live is not None:
@@ -212,7 +230,8 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         search=c["search"], arrivals=c["arrivals"],
         horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),
         min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
-        backend=c["backend"], parallel_min_waiting=c["parallel_min_waiting"], seed=c["seed"])
+        backend=c["backend"], parallel_min_waiting=c["parallel_min_waiting"],
+        pool_min_s=None if c["pool_min_s"] == "auto" else float(c["pool_min_s"]), seed=c["seed"])
     jobs = JobTable(workload.job_id, workload.submit_s, workload.procs, estimates,
                     workload.runtime_s)
     return Controller(settings, config.policy, jobs=jobs,

@@ -181,8 +181,8 @@ def test_a_worker_that_dies_keeps_the_current_setting_and_the_run_goes_on():
     w = _busy_then_quiet()
     sim = make_main(w)
     ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
-                                        parallel_min_waiting=0), {"name": "easy"},
-                     batch=_die_at_1800)
+                                        parallel_min_waiting=0, pool_min_s=0.0),
+                     {"name": "easy"}, batch=_die_at_1800)
     ctl.start(sim)
     with Parallel(n_jobs=2, backend="loky") as parallel:
         ctl.parallel = parallel
@@ -230,8 +230,10 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
     (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
     outs = []
     for n_jobs in (1, 2):
+        # every tick through the worker processes with two (pool_min_s: 0)
         cfg = (f"trace: t.swf\nout: out{n_jobs}\ncontroller:\n  interval_s: 600\n"
-               f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n")
+               f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n"
+               f"  parallel_min_waiting: 0\n  pool_min_s: 0\n")
         (tmp_path / f"c{n_jobs}.yaml").write_text(cfg)
         assert main(["run", f"c{n_jobs}.yaml", "--quiet", "--strict"]) == 0
         outs.append(tmp_path / f"out{n_jobs}")
@@ -465,3 +467,49 @@ def test_cap_candidates_lower_the_cap_when_quiet_and_raise_it_under_load(tmp_pat
     csr = json.loads((out / "summary.json").read_text())["power"]["csr"]
     assert csr == sum(r["within_cap"] == "1" for r in rows) / len(rows)
     assert csr >= 0.99
+
+
+class _CountingPool:
+    """Stands in for a joblib.Parallel of two workers: runs the calls here, counts them."""
+
+    n_jobs = 2
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, tasks):
+        self.calls += 1
+        return [f(*args, **kwargs) for f, args, kwargs in tasks]
+
+
+@pytest.mark.parametrize("pool_min_s,used", [(0.0, "every tick"), (1e9, "never"),
+                                             (None, "never")])
+def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s, used):
+    # auto (None): what-ifs of microseconds never save the 20 ms a round trip is taken to
+    # cost until one is measured
+    w = _busy_then_quiet()
+    runs = {}
+    for mode in ("in process", "pool"):
+        sim = make_main(w)
+        ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
+                                            parallel_min_waiting=0, pool_min_s=pool_min_s),
+                         {"name": "easy"})
+        pool = _CountingPool() if mode == "pool" else None
+        ctl.parallel = pool
+        ctl.start(sim)
+        runs[mode] = (starts_of(sim.run()), ctl.decisions, pool)
+    assert runs["pool"][:2] == runs["in process"][:2]  # same schedule and decisions
+    ticks = sum(1 for d in runs["pool"][1] if d["trials"])
+    assert ticks > 5
+    assert runs["pool"][2].calls == (ticks if used == "every tick" else 0)
+
+
+def test_a_slow_tick_goes_to_the_pool_in_auto_mode():
+    ctl = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
+    assert not ctl._use_pool(7, 2)  # nothing measured yet: in process
+    ctl._per_whatif_s = 0.001  # 7 ms in all, 3.5 ms saved by two workers: not worth 30 ms
+    assert not ctl._use_pool(7, 2)
+    ctl._per_whatif_s = 0.02  # 140 ms in all, 70 ms saved
+    assert ctl._use_pool(7, 2)
+    ctl._hop_s = 0.05  # the pool has been adding 50 ms: 70 ms saved is below 75 ms
+    assert not ctl._use_pool(7, 2)
