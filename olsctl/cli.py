@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts = convert(Path(args.source), Path(args.swf), Path(args.power))
             out.print(f"wrote {args.swf} ({counts['jobs']:,} jobs, {counts['machine_procs']:,} "
                       f"processors) and {args.power} ({counts['measured']:,} measured powers)",
-                      highlight=False)
+                      highlight=False, markup=False, soft_wrap=True)
             return EXIT_OK
     except OlsctlError as exc:
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
@@ -222,7 +222,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         from olsctl.reporting import run_summary_table
         out.print(run_summary_table(result.summary))
         out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
-                  f"in {wall:.1f} s", highlight=False)
+                  f"in {wall:.1f} s", highlight=False, markup=False, soft_wrap=True)
         if "controller" in result.summary:
             c = result.summary["controller"]
             out.print(f"controller: {c['ticks']} ticks, {c['sla_misses']} SLA misses, "
@@ -293,7 +293,7 @@ def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"wrote {result.written}: {tune.metric} = {result.winner.metric:.4f}, "
                   f"{tune.cost} = {result.winner.cost:,.2f} ({len(result.ranked)} settings run, "
                   f"{len(result.infeasible)} infeasible, in {result.wall_s:.1f} s)",
-                  highlight=False)
+                  highlight=False, markup=False, soft_wrap=True)
     return 1 if result.failed else EXIT_OK
 
 
@@ -470,7 +470,7 @@ def cmd_predict(args: argparse.Namespace, out: Console) -> int:
                   style="bold")
     out.print(table)
     if written is not None:
-        out.print(f"wrote {written}", highlight=False)
+        out.print(f"wrote {written}", highlight=False, markup=False, soft_wrap=True)
     return EXIT_OK
 
 

@@ -700,7 +700,8 @@ class PlainStudyProgress(StudyProgress):
     def start(self, study: Study, todo: int, done: int) -> None:
         self.todo, self.t0 = todo, time.perf_counter()
         self.console.print(f"study {study.source}: {len(study.points)} runs, {done} already "
-                           f"finished, {todo} to compute in {study.out_dir}", highlight=False)
+                           f"finished, {todo} to compute in {study.out_dir}", markup=False,
+                           highlight=False, soft_wrap=True)
 
     def advance(self, outcome: Outcome) -> None:
         self.count += 1
