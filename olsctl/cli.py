@@ -134,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--ols", action="store_true",
                        help="instead, time EASY/OLS (configs/easy-ols.yaml's controller) with "
                             "n_jobs 1 and 2: wall time and the controller's share")
-    bench.add_argument("--search", choices=("grid", "bisect"), default="grid",
+    bench.add_argument("--search", choices=("grid", "bisect", "cheapest-first"), default="grid",
                        help="the controller's search with --ols (default grid)")
     return p
 

@@ -47,8 +47,9 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
             "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number}"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
-    "search": (str, "grid", "grid (every candidate) or bisect (fewer what-ifs; assumes more "
-                            "processors never raise slowdown)"),
+    "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "
+                            "processors never raise slowdown) or cheapest-first (grid's "
+                            "choice, stopping at the first candidate meeting the SLA)"),
     "arrivals": (str, "none", "arrivals in the what-ifs: none, recent (the last interval's, "
                               "replayed) or oracle (the log's next interval, for studies)"),
     "horizon": (object, "drain", "drain (until every job of the snapshot has started) or "
@@ -277,7 +278,7 @@ def _check_power(src: str, spec: dict) -> dict:
 
 
 def _check_controller(src: str, spec: dict) -> dict:
-    from olsctl.controller import ARRIVAL_MODELS, COSTS, SEARCHES, SLA_METRICS
+    from olsctl.controller import ARRIVAL_MODELS, COSTS, KNOWN_COSTS, SEARCHES, SLA_METRICS
 
     where = f"{src}: controller"
     for key in spec:
@@ -324,6 +325,13 @@ def _check_controller(src: str, spec: dict) -> dict:
         if out[key] not in choices:
             raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)} "
                               f"(got {out[key]!r})")
+    if out["search"] == "cheapest-first":
+        names = [cost] if isinstance(cost, str) else list(cost["weights"])
+        late = [n for n in names if n not in KNOWN_COSTS and not str(n).startswith("policy.")]
+        if late:
+            raise ConfigError(f"{where}.search: cheapest-first ranks candidates before their "
+                              f"what-ifs run, so the cost must be known then ("
+                              f"{', '.join(KNOWN_COSTS)}, policy.<setting>); {late[0]} is not")
     horizon = out["horizon"]
     if horizon != "drain" and (isinstance(horizon, bool) or not isinstance(horizon, (int, float))
                                or horizon <= 0):

@@ -37,7 +37,9 @@ from olsctl.whatif import JobTable, advance
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
 COSTS = ("active_procs", "energy", "power_cap", "peak_power")
 ARRIVAL_MODELS = ("none", "recent", "oracle")
-SEARCHES = ("grid", "bisect")
+SEARCHES = ("grid", "bisect", "cheapest-first")
+#: cost parts a ``cheapest-first`` search can rank candidates by before running them
+KNOWN_COSTS = ("active_procs", "power_cap")
 INF = math.inf
 
 
@@ -152,6 +154,22 @@ class Trial:
         return out
 
 
+def known_costs(task: WhatIfTask, candidate: Candidate) -> dict[str, float]:
+    """The parts of a candidate's cost known before its what-if runs: its active
+    processors, its tuned numeric policy settings (``policy.<name>``) and, when a policy
+    meters power against a cap, the cap it sets (or the one in force)."""
+    snap = task.snapshot
+    parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
+    for name, value in candidate.params:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts[f"policy.{name}"] = float(value)
+    if isinstance(snap.power, PowerState):
+        cap_w = candidate.cap_w
+        parts["power_cap"] = float(snap.power.cap.cap_at(snap.now_s) if cap_w is None
+                                   else cap_w)
+    return parts
+
+
 def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     """Run the task's snapshot with ``candidate`` applied; score the snapshot's jobs.
     Pure: the same inputs give the same trial (``seed`` is reserved for randomised
@@ -159,15 +177,8 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     snap = task.snapshot
     n = int(snap.job_id.size)
     active = int(candidate.active_procs)
-    cost_parts: dict[str, float] = {"active_procs": float(active)}
-    for name, value in candidate.params:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            cost_parts[f"policy.{name}"] = float(value)
+    cost_parts = known_costs(task, candidate)
     metered = isinstance(snap.power, PowerState)  # power a policy meters against a cap
-    if metered:
-        cap_w = candidate.cap_w
-        cost_parts["power_cap"] = float(snap.power.cap.cap_at(snap.now_s) if cap_w is None
-                                        else cap_w)
 
     def cost() -> float:
         return float(sum(w * cost_parts.get(name, INF) for name, w in task.cost))
@@ -381,21 +392,23 @@ class ControllerSettings:
                 product(caps, windows, combos, self.active_counts(total_procs))]
 
 
+def _bigger_first(c: Candidate) -> tuple:
+    """Tie order among candidates: the larger machine, then the higher cap, the larger
+    window and the larger tuned settings first."""
+    return (-c.active_procs, -(INF if c.cap_w is None else c.cap_w),
+            -(0 if c.window is None else c.window),
+            tuple(-v if isinstance(v, (int, float)) else 0 for _, v in c.params))
+
+
 def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, str, bool]:
     """The cheapest trial meeting ``metric <= limit`` (ties: larger machine, then higher
     cap, larger window), else the one closest to it (same ties). Returns (trial, reason,
     SLA met)."""
-    def bigger(t: Trial) -> tuple:
-        c = t.candidate
-        return (-c.active_procs, -(INF if c.cap_w is None else c.cap_w),
-                -(0 if c.window is None else c.window),
-                tuple(-v if isinstance(v, (int, float)) else 0 for _, v in c.params))
-
     ok = [t for t in trials if t.metric(metric) <= limit]
     if ok:
-        best = min(ok, key=lambda t: (t.cost, *bigger(t)))
+        best = min(ok, key=lambda t: (t.cost, *_bigger_first(t.candidate)))
         return best, "cheapest meeting the SLA", True
-    best = min(trials, key=lambda t: (t.metric(metric), *bigger(t)))
+    best = min(trials, key=lambda t: (t.metric(metric), *_bigger_first(t.candidate)))
     return best, "no candidate meets the SLA: closest to it", False
 
 
@@ -550,6 +563,8 @@ class Controller:
         s = self.settings
         if s.search == "grid":
             return self._evaluate(task, cands, waiting)
+        if s.search == "cheapest-first":
+            return self._cheapest_first(task, cands, waiting)
         # bisect along the first setting with several values (active processors, else the
         # cap, else the window): per combination of the others, the smallest value meeting
         # the SLA, assuming a larger one never hurts; all combinations advance together,
@@ -581,6 +596,37 @@ class Controller:
                     else:
                         b[0] = mid + 1
         return [done[c] for c in cands if c in done]
+
+    def _cheapest_first(self, task: WhatIfTask, cands: list[Candidate],
+                        waiting: int) -> list[Trial]:
+        """The candidates from the cheapest up (by the cost known before the what-if,
+        ties as :func:`choose` breaks them), one round per worker at a time, until one
+        meets the SLA: every cheaper one was tried and missed, so it is the one ``grid``
+        would choose; when none meets, all were tried, as with ``grid``. Trials after
+        the first that meets are dropped, so the log does not depend on the workers."""
+        s = self.settings
+
+        def rank(c: Candidate) -> tuple:
+            parts = known_costs(task, c)
+            return (sum(w * parts.get(name, INF) for name, w in task.cost), *_bigger_first(c))
+
+        order = sorted(cands, key=rank)
+        width = 1
+        if self.parallel is not None and waiting >= s.parallel_min_waiting:
+            workers = min(len(order), _workers(self.parallel))
+            if workers > 1 and self._use_pool(workers, workers):
+                width = workers
+        kept: set[Candidate] = set()
+        done: dict[Candidate, Trial] = {}
+        for i in range(0, len(order), width):
+            batch = order[i:i + width]
+            done.update(zip(batch, self._evaluate(task, batch, waiting)))
+            for c in batch:
+                kept.add(c)
+                if done[c].error is not None or done[c].metric(s.sla_metric) <= s.sla_max:
+                    self.whatifs -= len(done) - len(kept)  # count only what is logged
+                    return [done[c] for c in cands if c in kept]
+        return [done[c] for c in cands]
 
     def _complete_closest(self, task: WhatIfTask, trials: list[Trial], waiting: int) -> list[Trial]:
         """No candidate meets the SLA, so the closest wins: what-ifs cut short hold only a

@@ -244,6 +244,8 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("controller,key", [
+    ({"search": "cheapest-first", "cost": {"weights": {"active_procs": 1, "energy": 1e-9}}},
+     "controller.search"),
     ({"interval_s": 0}, "controller.interval_s"),
     ({"candidates": {"power_cap": {}}}, "controller.candidates"),
     ({"candidates": {"active_procs": {"fraction": [0, 0.5]}}},
@@ -513,3 +515,34 @@ def test_a_slow_tick_goes_to_the_pool_in_auto_mode():
     assert ctl._use_pool(7, 2)
     ctl._hop_s = 0.05  # the pool has been adding 50 ms: 70 ms saved is below 75 ms
     assert not ctl._use_pool(7, 2)
+
+
+def test_cheapest_first_chooses_as_grid_with_fewer_what_ifs_whatever_the_workers():
+    w = _busy_then_quiet()
+    runs = {}
+    for search, pool in (("grid", None), ("cheapest-first", None),
+                         ("cheapest-first", _CountingPool())):
+        sim = make_main(w)
+        ctl = Controller(ControllerSettings(interval_s=900.0, search=search, sla_max=3.0,
+                                            n_jobs=2, parallel_min_waiting=0,
+                                            pool_min_s=0.0), {"name": "easy"})
+        ctl.parallel = pool
+        ctl.start(sim)
+        runs[search, pool is not None] = (starts_of(sim.run()), ctl)
+    grid = runs["grid", False]
+    for key in (("cheapest-first", False), ("cheapest-first", True)):
+        starts, ctl = runs[key]
+        assert starts == grid[0]
+        assert [(d["chosen"], d["reason"], d["sla_met"]) for d in ctl.decisions] == \
+            [(d["chosen"], d["reason"], d["sla_met"]) for d in grid[1].decisions]
+        assert ctl.whatifs < grid[1].whatifs
+        for d in ctl.decisions:  # cheaper ones all tried and missing; none tried after
+            if d["sla_met"]:
+                tried = sorted(t["active_procs"] for t in d["trials"])
+                assert tried[-1] == d["chosen"]["active_procs"]
+                assert all(t["mean_bsld"] is None or t["mean_bsld"] > 3.0
+                           for t in d["trials"] if t["active_procs"] < tried[-1])
+    # two workers take two candidates a round, but the log keeps only what one would
+    one, two = runs["cheapest-first", False][1], runs["cheapest-first", True][1]
+    assert one.decisions == two.decisions and one.whatifs == two.whatifs
+    assert runs["cheapest-first", True][1].parallel.calls > 0
