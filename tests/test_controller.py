@@ -246,6 +246,8 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
 @pytest.mark.parametrize("controller,key", [
     ({"search": "cheapest-first", "cost": {"weights": {"active_procs": 1, "energy": 1e-9}}},
      "controller.search"),
+    ({"pool_min_s": -1}, "controller.pool_min_s"),
+    ({"pool_min_s": "fast"}, "controller.pool_min_s"),
     ({"interval_s": 0}, "controller.interval_s"),
     ({"candidates": {"power_cap": {}}}, "controller.candidates"),
     ({"candidates": {"active_procs": {"fraction": [0, 0.5]}}},
