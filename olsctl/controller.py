@@ -170,6 +170,12 @@ def known_costs(task: WhatIfTask, candidate: Candidate) -> dict[str, float]:
     return parts
 
 
+def weighted_cost(weights: tuple[tuple[str, float], ...], parts: dict[str, float]) -> float:
+    """The cost of a candidate whose cost parts are ``parts`` (a part not there is
+    unknown: infinite)."""
+    return float(sum(w * parts.get(name, INF) for name, w in weights))
+
+
 def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     """Run the task's snapshot with ``candidate`` applied; score the snapshot's jobs.
     Pure: the same inputs give the same trial (``seed`` is reserved for randomised
@@ -181,7 +187,7 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     metered = isinstance(snap.power, PowerState)  # power a policy meters against a cap
 
     def cost() -> float:
-        return float(sum(w * cost_parts.get(name, INF) for name, w in task.cost))
+        return weighted_cost(task.cost, cost_parts)
 
     too_wide = int((snap.procs[snap.n_running:] > active).sum())
     if too_wide:  # they can never start on this machine: no need to simulate
@@ -607,8 +613,7 @@ class Controller:
         s = self.settings
 
         def rank(c: Candidate) -> tuple:
-            parts = known_costs(task, c)
-            return (sum(w * parts.get(name, INF) for name, w in task.cost), *_bigger_first(c))
+            return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
 
         order = sorted(cands, key=rank)
         width = 1
