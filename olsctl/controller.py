@@ -639,7 +639,6 @@ class Controller:
         the lowest bound up, until the complete ones settle it (the choice is then the
         one a run without cut-offs makes)."""
         metric = self.settings.sla_metric
-        full = replace(task, stop_above=None)
         trials = list(trials)
         while True:
             best = min((t.metric(metric) for t in trials if t.complete), default=INF)
@@ -647,7 +646,10 @@ class Controller:
             if not open_:
                 return trials
             i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
-            trials[i] = self._evaluate(full, [trials[i].candidate], waiting)[0]
+            # a run that surely scores worse than the best complete one cannot be the
+            # closest: it is cut short again, with a bound above that one
+            rerun = replace(task, stop_above=None if best == INF else (metric, best))
+            trials[i] = self._evaluate(rerun, [trials[i].candidate], waiting)[0]
             if trials[i].error is not None:
                 raise RuntimeError(trials[i].error)
 

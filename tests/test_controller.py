@@ -272,20 +272,25 @@ def test_bad_controller_settings_name_the_key(controller, key):
     assert f"x.yaml: {key}" in str(err.value)
 
 
+def _random_snapshot(data, max_machine: int):
+    """A random small workload on 2..max_machine processors, snapshot at a random time."""
+    n = data.draw(st.integers(2, 25))
+    machine = data.draw(st.integers(2, max_machine))
+    rows, t = [], 0
+    for i in range(n):
+        t += data.draw(st.sampled_from([0, 0, 5, 30, 200]))
+        rows.append((i + 1, t, data.draw(st.integers(1, 900)), data.draw(st.integers(1, machine))))
+    w = workload_from_rows(rows, machine)
+    return _snapshot_at(w, data.draw(st.integers(0, t))), machine
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     # Random small workloads, a snapshot at a random time, random candidates and SLAs:
     # a what-if cut short by the bound misses the SLA when run in full, and its bound is
     # below the full metric; one not cut short is the very same trial.
-    n = data.draw(st.integers(2, 25))
-    machine = data.draw(st.integers(2, 12))
-    rows, t = [], 0
-    for i in range(n):
-        t += data.draw(st.sampled_from([0, 0, 5, 30, 200]))
-        rows.append((i + 1, t, data.draw(st.integers(1, 900)), data.draw(st.integers(1, machine))))
-    w = workload_from_rows(rows, machine)
-    snap = _snapshot_at(w, data.draw(st.integers(0, t)))
+    snap, machine = _random_snapshot(data, 12)
     metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
     limit = data.draw(st.floats(1.0, 400.0))
     cand = Candidate(data.draw(st.integers(1, machine)))
@@ -296,6 +301,36 @@ def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     else:
         assert full.metric(metric) > limit
         assert cut.metric(metric) <= full.metric(metric) + 1e-9 * max(1.0, full.metric(metric))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_closest_candidate_found_with_cut_offs_is_the_one_full_runs_find(data):
+    # Random small workloads and a tight SLA that few candidates meet: the choice made
+    # with what-ifs cut short (at the SLA, then at the best complete score while looking
+    # for the closest) is the one made from every candidate run in full, with the same
+    # metrics; the trials cut short hold bounds above the chosen one's score.
+    snap, machine = _random_snapshot(data, 10)
+    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    limit = data.draw(st.floats(1.0, 30.0))
+    search = data.draw(st.sampled_from(["grid", "cheapest-first"]))
+    s = ControllerSettings(procs=tuple(range(1, machine + 1)), sla_metric=metric,
+                           sla_max=limit, search=search)
+    ctl = Controller(s, {"name": "easy"})
+    task = WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, limit))
+    cands = s.candidates(machine)
+    trials = ctl._search(task, cands, snap.n_waiting)
+    got, _, met = choose(trials, metric, limit)
+    if not met:
+        trials = ctl._complete_closest(task, trials, snap.n_waiting)
+        got, _, met = choose(trials, metric, limit)
+    full = [what_if(replace(task, stop_above=None), c) for c in cands]
+    want, _, want_met = choose(full, metric, limit)
+    assert (got, met) == (want, want_met)
+    if not met:
+        score = want.metric(metric)
+        for t in trials:
+            assert t.complete or t.metric(metric) > score
 
 
 def test_run_set_overrides_any_key_and_bad_ones_exit_2(tmp_path, capsys):
@@ -326,6 +361,26 @@ def test_bench_ols_reports_both_worker_counts(tmp_path, capsys):
     text = capsys.readouterr().out
     line = [x for x in text.splitlines() if x.startswith("t.swf:")][0]
     assert "n_jobs=1" in line and "n_jobs=2" in line and "controller" in line
+
+
+def test_bench_times_the_compared_policies_in_turns_with_easy():
+    # the MQBF and knapsack ratios divide by EASY's time: their runs alternate with
+    # EASY's, so a slow spell of the machine does not land on one side only
+    from olsctl.bench import _interleaved
+
+    calls = []
+
+    def job(name, result):
+        def run():
+            calls.append(name)
+            return result
+        return run
+
+    best, result, others = _interleaved(3, job("easy", "records"),
+                                        [job("mqbf", None), job("knapsack", None)])
+    assert calls == ["easy", "mqbf", "knapsack"] * 3
+    assert result == "records"
+    assert len(others) == 2
 
 
 def test_woken_processors_are_usable_only_after_the_wake_latency(tmp_path):
