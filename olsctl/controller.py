@@ -523,14 +523,19 @@ class Controller:
                           s.interval_s, self.wake_energy_j, (s.sla_metric, s.sla_max),
                           sim.wake_latency_s)
 
-    def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int) -> list[Trial]:
+    def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int,
+                  pool: bool | None = None) -> list[Trial]:
         """The candidates' trials, in order: in this process, or split over the pool when
-        the tick is worth a process hop (see :meth:`_use_pool`). Either way the trials
-        are the same; only the wall time differs."""
+        the tick is worth a process hop (see :meth:`_use_pool`; ``pool`` True or False
+        settles it instead). Either way the trials are the same; only the wall time
+        differs."""
         self.whatifs += len(cands)
         s = self.settings
         n = 1 if self.parallel is None else min(len(cands), _workers(self.parallel))
-        if n < 2 or waiting < s.parallel_min_waiting or not self._use_pool(len(cands), n):
+        if pool is None:
+            pool = (n >= 2 and waiting >= s.parallel_min_waiting
+                    and self._use_pool(len(cands), n))
+        if n < 2 or not pool:
             t0 = time.perf_counter()
             trials = self.batch(task, cands, s.seed)
             self._per_whatif_s = (time.perf_counter() - t0) / max(1, len(cands))
@@ -616,16 +621,20 @@ class Controller:
             return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
 
         order = sorted(cands, key=rank)
-        width = 1
+        workers = 1
         if self.parallel is not None and waiting >= s.parallel_min_waiting:
-            workers = min(len(order), _workers(self.parallel))
-            if workers > 1 and self._use_pool(workers, workers):
-                width = workers
+            workers = _workers(self.parallel)
         kept: set[Candidate] = set()
         done: dict[Candidate, Trial] = {}
-        for i in range(0, len(order), width):
-            batch = order[i:i + width]
-            done.update(zip(batch, self._evaluate(task, batch, waiting)))
+        i = 0
+        while i < len(order):
+            # a round: the next candidate in this process, or the next ones side by side
+            # on the workers when that is expected to pay (decided again every round)
+            width = min(workers, len(order) - i)
+            pool = width > 1 and self._use_pool(width, width)
+            batch = order[i:i + (width if pool else 1)]
+            i += len(batch)
+            done.update(zip(batch, self._evaluate(task, batch, waiting, pool)))
             for c in batch:
                 kept.add(c)
                 if done[c].error is not None or done[c].metric(s.sla_metric) <= s.sla_max:

@@ -222,7 +222,8 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
     assert ctl.summary()["failures"] == 1
 
 
-def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("search", ["grid", "cheapest-first"])
+def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch, search):
     monkeypatch.chdir(tmp_path)
     rows = [(i, 300 * i, 200 + (37 * i) % 900, 1 + (i * 7) % 5) for i in range(1, 80)]
     lines = ["; MaxProcs: 8"] + [f"{j} {s} -1 {r} {p} -1 -1 {p} {r} -1 1 -1 -1 -1 -1 -1 -1 -1"
@@ -232,7 +233,7 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
     for n_jobs in (1, 2):
         # every tick through the worker processes with two (pool_min_s: 0)
         cfg = (f"trace: t.swf\nout: out{n_jobs}\ncontroller:\n  interval_s: 600\n"
-               f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n"
+               f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n  search: {search}\n"
                f"  parallel_min_waiting: 0\n  pool_min_s: 0\n")
         (tmp_path / f"c{n_jobs}.yaml").write_text(cfg)
         assert main(["run", f"c{n_jobs}.yaml", "--quiet", "--strict"]) == 0
