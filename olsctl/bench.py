@@ -11,8 +11,8 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass
-from typing import Any
 from heapq import heapify, heappop, heappush
+from typing import Any
 
 import numpy as np
 

@@ -611,8 +611,8 @@ class Controller:
     def _cheapest_first(self, task: WhatIfTask, cands: list[Candidate],
                         waiting: int) -> list[Trial]:
         """The candidates from the cheapest up (by the cost known before the what-if,
-        ties as :func:`choose` breaks them), one round per worker at a time, until one
-        meets the SLA: every cheaper one was tried and missed, so it is the one ``grid``
+        ties as :func:`choose` breaks them), in rounds (one candidate in this process, or
+        one per worker when the pool pays), until one meets the SLA: every cheaper one was tried and missed, so it is the one ``grid``
         would choose; when none meets, all were tried, as with ``grid``. Trials after
         the first that meets are dropped, so the log does not depend on the workers."""
         s = self.settings
@@ -644,9 +644,10 @@ class Controller:
 
     def _complete_closest(self, task: WhatIfTask, trials: list[Trial], waiting: int) -> list[Trial]:
         """No candidate meets the SLA, so the closest wins: what-ifs cut short hold only a
-        lower bound, so each one that could still be the closest is run in full, from
-        the lowest bound up, until the complete ones settle it (the choice is then the
-        one a run without cut-offs makes)."""
+        lower bound, so each one that could still be the closest is run again, from the
+        lowest bound up, until the complete ones settle it (the choice is then the one a
+        run without cut-offs makes). A rerun is cut short in turn once it surely scores
+        worse than the best complete one so far."""
         metric = self.settings.sla_metric
         trials = list(trials)
         while True:
