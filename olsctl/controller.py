@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from olsctl.policies import make_policy
 from olsctl.power.runtime import PowerState
 from olsctl.state import SimState, Snapshot
-from olsctl.whatif import JobTable, advance
+from olsctl.whatif import JobTable, steps
 
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
 COSTS = ("active_procs", "energy", "power_cap", "peak_power")
@@ -180,74 +180,107 @@ def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
     """Run the task's snapshot with ``candidate`` applied; score the snapshot's jobs.
     Pure: the same inputs give the same trial (``seed`` is reserved for randomised
     arrival models; the bundled ones are deterministic)."""
-    snap = task.snapshot
-    n = int(snap.job_id.size)
-    active = int(candidate.active_procs)
-    cost_parts = known_costs(task, candidate)
-    metered = isinstance(snap.power, PowerState)  # power a policy meters against a cap
+    return WhatIfRun(task, candidate).trial
 
-    def cost() -> float:
-        return weighted_cost(task.cost, cost_parts)
 
-    too_wide = int((snap.procs[snap.n_running:] > active).sum())
-    if too_wide:  # they can never start on this machine: no need to simulate
-        return Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, cost())
-    state = SimState.from_snapshot(snap)
-    raise_at = None
-    if active > snap.active_procs and task.wake_latency_s > 0:
-        raise_at = (snap.now_s + task.wake_latency_s, active)  # the added ones wake first
-    else:
-        state.active_procs = active
-    if metered and candidate.cap_w is not None:
-        from olsctl.power.cap import CapSchedule
+class WhatIfRun:
+    """One what-if (see :func:`what_if`; ``trial`` is its result). One cut short can go
+    on under a higher limit (:meth:`resume`), with the trial a new what-if under that
+    limit would give, without running its start again."""
 
-        state.power.cap = CapSchedule.constant(candidate.cap_w)
-    policy = _policy(candidate.policy_spec(task.policy))
-    until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-    stopped = advance(state, policy, task.arrivals, task.arrivals_power, watch_snapshot=True,
-                      until_s=until, stop_above=task.stop_above, raise_at=raise_at)
-    if stopped is not None:
-        values = {name: math.nan for name in SLA_METRICS}
-        values[task.stop_above[0]] = stopped
-        return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS), cost(),
-                     stopped_at_s=state.now_s)
-    start = state.start_s[:n]
-    censored = unstarted = 0
-    for k, s in enumerate(start):
-        if s != s:  # NaN: not started
-            if task.horizon_s is not None:
-                # still waiting at the horizon: it has waited at least until then
-                start[k] = until
-                censored += 1
-            else:
-                unstarted += 1
-    energy = mean_w = peak_w = None
-    over_cap = False
-    if metered:
-        energy, mean_w, peak_w = _power_forecast(snap, state, task, active)
-        cost_parts.update(energy=energy, peak_power=peak_w)
-        over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
-    if n == 0:
-        return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost(), None, energy, mean_w,
+    def __init__(self, task: WhatIfTask, candidate: Candidate) -> None:
+        self.task, self.candidate = task, candidate
+        self.steps = None
+        snap = task.snapshot
+        n = self.n = int(snap.job_id.size)
+        active = self.active = int(candidate.active_procs)
+        self.cost_parts = known_costs(task, candidate)
+        self.metered = isinstance(snap.power, PowerState)  # a policy meters power
+        too_wide = int((snap.procs[snap.n_running:] > active).sum())
+        if too_wide:  # they can never start on this machine: no need to simulate
+            self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
+            return
+        state = self.state = SimState.from_snapshot(snap)
+        raise_at = None
+        if active > snap.active_procs and task.wake_latency_s > 0:
+            raise_at = (snap.now_s + task.wake_latency_s, active)  # the added ones wake first
+        else:
+            state.active_procs = active
+        if self.metered and candidate.cap_w is not None:
+            from olsctl.power.cap import CapSchedule
+
+            state.power.cap = CapSchedule.constant(candidate.cap_w)
+        self.policy = _policy(candidate.policy_spec(task.policy))
+        self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+        self.steps = steps(state, self.policy, task.arrivals, task.arrivals_power,
+                           watch_snapshot=True, until_s=self.until,
+                           stop_above=task.stop_above, raise_at=raise_at)
+        self.trial = self._score(next(self.steps, None))
+
+    def resume(self, stop_above: tuple[str, float] | None) -> Trial:
+        """The trial under ``stop_above``: the task's metric with a higher limit, or None
+        to run to the end. Only for a what-if cut short."""
+        if self.trial.complete:
+            raise ValueError("only a what-if cut short can go on")
+        if stop_above is not None and stop_above[0] != self.task.stop_above[0]:
+            raise ValueError("a what-if goes on under the same metric")
+        try:
+            stopped = self.steps.send(None if stop_above is None else stop_above[1])
+        except StopIteration:
+            stopped = None
+        self.task = replace(self.task, stop_above=stop_above)
+        self.trial = self._score(stopped)
+        return self.trial
+
+    def _cost(self) -> float:
+        return weighted_cost(self.task.cost, self.cost_parts)
+
+    def _score(self, stopped: float | None) -> Trial:
+        task, candidate, n, state = self.task, self.candidate, self.n, self.state
+        snap = task.snapshot
+        if stopped is not None:
+            values = {name: math.nan for name in SLA_METRICS}
+            values[task.stop_above[0]] = stopped
+            return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS),
+                         self._cost(), stopped_at_s=state.now_s)
+        start = state.start_s[:n]
+        censored = unstarted = 0
+        for k, s in enumerate(start):
+            if s != s:  # NaN: not started
+                if task.horizon_s is not None:
+                    # still waiting at the horizon: it has waited at least until then
+                    start[k] = self.until
+                    censored += 1
+                else:
+                    unstarted += 1
+        energy = mean_w = peak_w = None
+        over_cap = False
+        if self.metered:
+            energy, mean_w, peak_w = _power_forecast(snap, state, task, self.active)
+            self.cost_parts.update(energy=energy, peak_power=peak_w)
+            over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
+        cost = self._cost()
+        if n == 0:
+            return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
+                         mean_w, peak_w, over_cap=over_cap)
+        if unstarted:
+            return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost, None,
+                         energy, mean_w, peak_w, over_cap=over_cap)
+        submit, runtime = state.submit_s, state.runtime_s
+        wait = [start[k] - submit[k] for k in range(n)]
+        bsld = [1.0 + w / (r if r > 10.0 else 10.0) for w, r in zip(wait, runtime)]
+        queue_bsld = None
+        queue_index = getattr(self.policy, "queue_index", None)
+        if queue_index is not None:
+            sums = [[0.0, 0] for _ in range(self.policy.queues)]
+            for e, b in zip(state.estimate_s, bsld):
+                q = sums[queue_index(e)]
+                q[0] += b
+                q[1] += 1
+            queue_bsld = tuple(total / count if count else 1.0 for total, count in sums)
+        return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
+                     math.fsum(wait) / n, max(wait), cost, queue_bsld, energy, mean_w,
                      peak_w, over_cap=over_cap)
-    if unstarted:
-        return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost(), None,
-                     energy, mean_w, peak_w, over_cap=over_cap)
-    submit, runtime = state.submit_s, state.runtime_s
-    wait = [start[k] - submit[k] for k in range(n)]
-    bsld = [1.0 + w / (r if r > 10.0 else 10.0) for w, r in zip(wait, runtime)]
-    queue_bsld = None
-    queue_index = getattr(policy, "queue_index", None)
-    if queue_index is not None:
-        sums = [[0.0, 0] for _ in range(policy.queues)]
-        for e, b in zip(state.estimate_s, bsld):
-            q = sums[queue_index(e)]
-            q[0] += b
-            q[1] += 1
-        queue_bsld = tuple(total / count if count else 1.0 for total, count in sums)
-    return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
-                 math.fsum(wait) / n, max(wait), cost(), queue_bsld, energy, mean_w, peak_w,
-                 over_cap=over_cap)
 
 
 _POLICIES: dict[str, Any] = {}
@@ -277,13 +310,19 @@ def percentile(values: list[float], q: float) -> float:
     return a + d * t if t < 0.5 else b - d * (1.0 - t)
 
 
-def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0) -> list[Trial]:
+def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0,
+                  keep: dict | None = None) -> list[Trial]:
     """:func:`what_if` for several candidates (one shipment of the task); a candidate
-    whose what-if raises gives a trial carrying the error instead."""
+    whose what-if raises gives a trial carrying the error instead. With ``keep`` (in
+    this process only), the what-ifs cut short are kept there by candidate, to go on
+    later (:meth:`WhatIfRun.resume`)."""
     out = []
     for c in candidates:
         try:
-            out.append(what_if(task, c, seed))
+            run = WhatIfRun(task, c)
+            out.append(run.trial)
+            if keep is not None and not run.trial.complete:
+                keep[c] = run
         except Exception as exc:  # reported in the decision log; the run goes on
             out.append(_failed(task, c, f"{type(exc).__name__}: {exc}"))
     return out
@@ -441,6 +480,8 @@ class Controller:
     # wall seconds per what-if at the last evaluation, and what a pool call adds
     _per_whatif_s: float | None = None
     _hop_s: float | None = None
+    # this tick's what-ifs cut short in this process, by candidate (they may go on)
+    _cut: dict = field(default_factory=dict)
 
     def start(self, sim) -> None:
         """Schedule the first tick at the first submission."""
@@ -468,9 +509,15 @@ class Controller:
         else:
             task = self._task(sim, snap)
             cands = s.candidates(st.total_procs)
+            self._cut.clear()
             try:
                 trials = self._search(task, cands, snap.n_waiting)
                 failed = [t for t in trials if t.error is not None]
+                if not failed:
+                    best, reason, met = choose(trials, s.sla_metric, s.sla_max)
+                    if not met:  # raises when a what-if run for it fails
+                        trials = self._complete_closest(task, trials, snap.n_waiting)
+                        best, reason, met = choose(trials, s.sla_metric, s.sla_max)
             except Exception as exc:  # e.g. a worker process died
                 trials = []
                 failed = [f"{type(exc).__name__}: {exc}"]
@@ -479,16 +526,13 @@ class Controller:
                               reason="kept: a what-if failed", sla_met=None,
                               failure=failed[0] if isinstance(failed[0], str) else failed[0].error)
             else:
-                best, reason, met = choose(trials, s.sla_metric, s.sla_max)
-                if not met:
-                    trials = self._complete_closest(task, trials, snap.n_waiting)
-                    best, reason, met = choose(trials, s.sla_metric, s.sla_max)
                 chosen = self._limit_step(best.candidate, s.active_counts(st.total_procs))
                 if chosen != best.candidate:
                     reason += f"; limited to max_step {s.max_step}"
                 record.update(trials=[t.as_dict() for t in trials], chosen=chosen.as_dict(),
                               reason=reason, sla_met=met)
                 self._apply(sim, chosen)
+        self._cut.clear()
         self.wall_s += time.perf_counter() - t0
         self.decisions.append(record)
         if not sim.finished:
@@ -537,7 +581,10 @@ class Controller:
                     and self._use_pool(len(cands), n))
         if n < 2 or not pool:
             t0 = time.perf_counter()
-            trials = self.batch(task, cands, s.seed)
+            if self.batch is what_if_batch:
+                trials = what_if_batch(task, cands, s.seed, keep=self._cut)
+            else:
+                trials = self.batch(task, cands, s.seed)
             self._per_whatif_s = (time.perf_counter() - t0) / max(1, len(cands))
             return trials
         from joblib import delayed
@@ -644,10 +691,11 @@ class Controller:
 
     def _complete_closest(self, task: WhatIfTask, trials: list[Trial], waiting: int) -> list[Trial]:
         """No candidate meets the SLA, so the closest wins: what-ifs cut short hold only a
-        lower bound, so each one that could still be the closest is run again, from the
-        lowest bound up, until the complete ones settle it (the choice is then the one a
-        run without cut-offs makes). A rerun is cut short in turn once it surely scores
-        worse than the best complete one so far."""
+        lower bound, so each one that could still be the closest goes on (from where it
+        stopped when it ran in this process, else from the start), from the lowest bound
+        up, until the complete ones settle it (the choice is then the one a run without
+        cut-offs makes). It is cut short again once it surely scores worse than the best
+        complete one so far."""
         metric = self.settings.sla_metric
         trials = list(trials)
         while True:
@@ -658,8 +706,19 @@ class Controller:
             i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
             # a run that surely scores worse than the best complete one cannot be the
             # closest: it is cut short again, with a bound above that one
-            rerun = replace(task, stop_above=None if best == INF else (metric, best))
-            trials[i] = self._evaluate(rerun, [trials[i].candidate], waiting)[0]
+            stop = None if best == INF else (metric, best)
+            c = trials[i].candidate
+            run = self._cut.pop(c, None)
+            if run is None:
+                trials[i] = self._evaluate(replace(task, stop_above=stop), [c], waiting)[0]
+            else:  # cut short in this process: it goes on from where it stopped
+                self.whatifs += 1
+                try:
+                    trials[i] = run.resume(stop)
+                except Exception as exc:  # as a what-if that raises
+                    trials[i] = _failed(task, c, f"{type(exc).__name__}: {exc}")
+                if not trials[i].complete:
+                    self._cut[c] = run
             if trials[i].error is not None:
                 raise RuntimeError(trials[i].error)
 

@@ -77,8 +77,8 @@ def run_whatif(
     ``stopped_bound`` then holds the lower bound that proved it.
     """
     state = SimState.from_snapshot(snapshot, checker)
-    stopped = advance(state, policy, arrivals, arrivals_power, watch_snapshot, until_s,
-                      stop_above)
+    stopped = next(steps(state, policy, arrivals, arrivals_power, watch_snapshot, until_s,
+                         stop_above), None)
     return WhatIfResult(
         job_id=np.asarray(state.job_id, dtype=np.int64),
         submit_s=np.asarray(state.submit_s, dtype=float),
@@ -91,7 +91,7 @@ def run_whatif(
     )
 
 
-def advance(
+def steps(
     state: SimState,
     policy,
     arrivals: JobTable | None = None,
@@ -100,11 +100,15 @@ def advance(
     until_s: float = INF,
     stop_above: "tuple[str, float] | None" = None,
     raise_at: "tuple[float, int] | None" = None,
-) -> float | None:
+):
     """The loop of :func:`run_whatif` on a live ``state`` (changed in place; its jobs
-    are the snapshot's). Returns the bound when cut short by ``stop_above``, else None.
-    ``raise_at = (t, n)`` sets the active processors to ``n`` at ``t`` (processors being
-    woken), after that instant's completions and arrivals, before its pass."""
+    are the snapshot's), as a generator: it yields the bound each time ``stop_above``
+    cuts the run short, and ends when the run does (``next(steps(...), None)``: the
+    bound, or None). ``send(limit)`` goes on with a higher limit (None: no more cuts),
+    exactly as a run started with that limit would have: until then the bound stayed
+    below the old limit, so below the new one. ``raise_at = (t, n)`` sets the active
+    processors to ``n`` at ``t`` (processors being woken), after that instant's
+    completions and arrivals, before its pass."""
     n_snap = len(state.job_id)
     arr_time: list[float] = []
     if arrivals is not None and len(arrivals):
@@ -130,7 +134,6 @@ def advance(
         queue_left += 1
     run_pass = state.run_pass
     bound = None if stop_above is None else MissBound.make(state, n_snap, *stop_above)
-    stopped = None
     t_raise, n_raise = raise_at if raise_at is not None else (INF, 0)
     while True:
         started = run_pass(policy)
@@ -144,9 +147,12 @@ def advance(
                         bound.start(j, now)
         if (queue_left == 0 and a == n_arr) or snap_left == 0:
             break
-        if bound is not None and bound.missed(now):
-            stopped = bound.value(now)
-            break
+        while bound is not None and bound.missed(now):
+            limit = yield bound.value(now)
+            if limit is None:
+                bound = None
+            else:
+                bound.limit = limit
         t_done = heap[0][0] if heap else INF
         t_arr = arr_time[a] if a < n_arr else INF
         now = t_done if t_done < t_arr else t_arr
@@ -164,7 +170,6 @@ def advance(
         if now == t_raise:
             state.active_procs = n_raise
             t_raise = INF
-    return stopped
 
 
 class MissBound:

@@ -200,16 +200,14 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
     import olsctl.controller as ctlmod
 
     w = _busy_then_quiet()
-    real = ctlmod.what_if
-    calls = {"n": 0}
 
-    def flaky(task, candidate, seed=0):
-        calls["n"] += 1
-        if task.snapshot.now_s == 1800.0:
-            raise RuntimeError("what-if exploded")
-        return real(task, candidate, seed)
+    class Flaky(ctlmod.WhatIfRun):
+        def __init__(self, task, candidate):
+            if task.snapshot.now_s == 1800.0:
+                raise RuntimeError("what-if exploded")
+            super().__init__(task, candidate)
 
-    monkeypatch.setattr(ctlmod, "what_if", flaky)
+    monkeypatch.setattr(ctlmod, "WhatIfRun", Flaky)
     sim = make_main(w)
     ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0), {"name": "easy"})
     ctl.start(sim)
@@ -302,6 +300,32 @@ def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     else:
         assert full.metric(metric) > limit
         assert cut.metric(metric) <= full.metric(metric) + 1e-9 * max(1.0, full.metric(metric))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would(data):
+    # A what-if cut short at one limit, then resumed under a higher limit (or none),
+    # gives exactly the trial of a what-if started with that limit.
+    from olsctl.controller import WhatIfRun
+
+    snap, machine = _random_snapshot(data, 12)
+    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    low = data.draw(st.floats(1.0, 3.0))  # low enough to cut about one in four
+    cand = Candidate(data.draw(st.integers(1, machine)))
+    task = WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, low))
+    run = WhatIfRun(task, cand)
+    if run.trial.complete:
+        return
+    for high in (low * 1.5, low * 4, low * 50, None):
+        stop = None if high is None else (metric, high)
+        got = run.resume(stop)
+        assert got == what_if(replace(task, stop_above=stop), cand)
+        if got.complete:
+            break
+    with pytest.raises(ValueError):
+        WhatIfRun(task, cand).resume((("max_wait_s" if metric != "max_wait_s"
+                                       else "mean_bsld"), low * 2))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
