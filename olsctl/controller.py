@@ -482,6 +482,8 @@ class Controller:
     _hop_s: float | None = None
     # this tick's what-ifs cut short in this process, by candidate (they may go on)
     _cut: dict = field(default_factory=dict)
+    # the last tick missed the SLA (see _use_pool)
+    _after_miss: bool = False
 
     def start(self, sim) -> None:
         """Schedule the first tick at the first submission."""
@@ -533,6 +535,8 @@ class Controller:
                               reason=reason, sla_met=met)
                 self._apply(sim, chosen)
         self._cut.clear()
+        if record["sla_met"] is not None:
+            self._after_miss = not record["sla_met"]
         self.wall_s += time.perf_counter() - t0
         self.decisions.append(record)
         if not sim.finished:
@@ -607,10 +611,14 @@ class Controller:
         than 1.5 times the wall time a pool round trip has been adding (measured on the
         pool's calls, 20 ms until then). The expectation is the last evaluation's time
         per what-if (ticks an hour apart see similar queues); the first evaluation runs
-        in this process, unless ``pool_min_s`` is 0."""
+        in this process, unless ``pool_min_s`` is 0. Auto also keeps in this process the
+        ticks after one that missed the SLA: such a tick likely misses too, and its
+        what-ifs cut short then go on, which only those run here can do."""
         floor = self.settings.pool_min_s
         if self._per_whatif_s is None:
             return floor == 0
+        if floor is None and self._after_miss:
+            return False
         expected = self._per_whatif_s * count
         if floor is not None:
             return expected >= floor

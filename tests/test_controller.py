@@ -588,6 +588,25 @@ def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s,
     assert runs["pool"][2].calls == (ticks if used == "every tick" else 0)
 
 
+def test_the_tick_after_an_sla_miss_stays_in_process_in_auto_mode():
+    # its what-ifs cut short may have to go on, which only those run in process can do
+    auto = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
+    auto._per_whatif_s = 0.02
+    assert auto._use_pool(7, 2)
+    auto._after_miss = True
+    assert not auto._use_pool(7, 2)
+    forced = Controller(ControllerSettings(n_jobs=2, pool_min_s=0), {"name": "easy"})
+    forced._per_whatif_s, forced._after_miss = 0.02, True
+    assert forced._use_pool(7, 2)
+    w = _busy_then_quiet()
+    sim = make_main(w)
+    ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=1.0), {"name": "easy"})
+    ctl.start(sim)
+    sim.run()
+    last = [d["sla_met"] for d in ctl.decisions if d["sla_met"] is not None][-1]
+    assert ctl._after_miss == (not last)
+
+
 def test_a_slow_tick_goes_to_the_pool_in_auto_mode():
     ctl = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
     assert not ctl._use_pool(7, 2)  # nothing measured yet: in process
