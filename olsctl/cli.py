@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
     bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
-    bench.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
+    bench.add_argument("--repeat", type=int, default=None,
+                       help="best of N runs (default 3; with --ols 1)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
     bench.add_argument("--mqbf", action="store_true",
                        help="also time the main simulator under MQBF(4) against EASY")
@@ -300,17 +301,17 @@ def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
     from rich.table import Table
 
-    from olsctl.bench import bench_ols
+    from olsctl.bench import bench_ols_turns
 
+    best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
     table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates): wall time "
-                        f"with parsing, and the controller's part")
+                        f"with parsing, and the controller's part{best}")
     for col in ("log", "ticks", "what-ifs", "1 job s", "ctl %", "2 jobs s", "ctl %",
                 "ctl 2/1"):
         table.add_column(col, justify="right")
     total = 0.0
     for path in paths:
-        one = bench_ols(str(path), 1, args.search, args.estimates)
-        two = bench_ols(str(path), 2, args.search, args.estimates)
+        one, two = bench_ols_turns(str(path), args.search, args.estimates, args.repeat)
         total += one.wall_s
         out.print(f"{one.trace}: n_jobs=1 {one.wall_s:.1f} s (controller {one.controller_s:.1f} s, "
                   f"{one.controller_share:.0%}), n_jobs=2 {two.wall_s:.1f} s (controller "
@@ -354,6 +355,8 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     from olsctl.bench import bench_workload
     from olsctl.workload import load_workload
 
+    if args.repeat is None:
+        args.repeat = 1 if args.ols else 3
     if args.repeat < 1:
         raise ConfigError(f"command line: --repeat: must be >= 1 (got {args.repeat})")
     names = args.traces or list(BUNDLED)

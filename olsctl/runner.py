@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
@@ -51,23 +52,83 @@ class _RichProgress(Progress):
 
 
 class LazyPool:
-    """A ``joblib.Parallel`` kept open for the run but started at its first call, so a
-    run whose ticks never need the workers does not pay for starting them. Closed with
-    ``stack``."""
+    """The worker processes of a run's controller, started at the first call (a run
+    whose ticks never need them does not pay for starting them) and kept until
+    ``stack`` closes.
+
+    ``n_jobs`` counts this process as one of the workers when the pool ``overlaps``:
+    :meth:`submit` then sends shares of a tick's work to the other ``n_jobs - 1`` and
+    returns at once, and this process runs its own share before it reads their results.
+    With ``loky`` (the default) the workers are a loky executor of olsctl's own, whose
+    results are read as soon as they arrive: ``joblib.Parallel`` looks for results every
+    10 ms, longer than a typical tick's what-ifs take. Other joblib backends (Dask, Ray,
+    ...) go through ``joblib.Parallel``; one that cannot return before all results are
+    in (``multiprocessing``) does not overlap, and gets all ``n_jobs`` shares."""
 
     def __init__(self, stack: ExitStack, n_jobs: int, backend: str) -> None:
-        self.stack = stack
         self.n_jobs = n_jobs
         self.backend = backend
+        self._executor = None
         self._parallel = None
+        self._stack = stack
+        stack.callback(self._drop)
 
-    def __call__(self, tasks):
+    @property
+    def overlaps(self) -> bool:
+        if self.backend == "loky":
+            return True
+        return self._joblib().return_generator
+
+    def submit(self, tasks) -> Iterator:
+        """Send ``tasks`` (joblib ``delayed`` calls) off; an iterator over their results,
+        in order. If reading a result fails (a worker died) or the iterator is closed
+        early, the workers are stopped, and the next call starts new ones."""
+        if self.backend != "loky":
+            return iter(self._joblib()(tasks))
+        if self._executor is None:
+            from joblib.externals.loky import ProcessPoolExecutor
+
+            self._executor = ProcessPoolExecutor(max_workers=max(1, _cpus(self.n_jobs) - 1))
+        futures = [self._executor.submit(f, *args, **kwargs) for f, args, kwargs in tasks]
+        return self._results(futures)
+
+    def __call__(self, tasks) -> list:
+        return list(self.submit(tasks))
+
+    def _results(self, futures) -> Iterator:
+        try:
+            for future in futures:
+                yield future.result()
+        except BaseException:
+            self._drop()
+            raise
+
+    def _joblib(self):
         if self._parallel is None:
             from joblib import Parallel
 
-            self._parallel = self.stack.enter_context(Parallel(n_jobs=self.n_jobs,
-                                                               backend=self.backend))
-        return self._parallel(tasks)
+            try:
+                parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend,
+                                    return_as="generator")
+            except ValueError:  # this backend returns all results at once
+                parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend)
+            self._parallel = self._stack.enter_context(parallel)
+        return self._parallel
+
+    def _drop(self) -> None:
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            executor.shutdown(wait=True, kill_workers=True)
+
+
+def _cpus(n_jobs: int) -> int:
+    """The processes ``n_jobs`` stands for (as joblib counts: -1 all cores, -2 all but
+    one, ...)."""
+    if n_jobs > 0:
+        return n_jobs
+    import os
+
+    return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
 def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:

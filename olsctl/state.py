@@ -107,6 +107,9 @@ class SimState:
             queue, k = self.queue, len(started)
             if queue[:k] == started:  # the usual case: the head of the queue started
                 self.queue = queue[k:]
+            elif k <= 8:  # a few: each found and taken out in place, at C speed
+                for j in started:
+                    queue.remove(j)
             else:
                 gone = set(started)
                 self.queue = [j for j in queue if j not in gone]

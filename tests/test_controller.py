@@ -196,6 +196,43 @@ def test_a_worker_that_dies_keeps_the_current_setting_and_the_run_goes_on():
     assert by_time[2700.0]["trials"]  # the pool came back for the next tick
 
 
+def _die_in_a_worker_at_1800(task, candidates, seed=0):
+    """As :func:`_die_at_1800`, but only in a worker process (not in the test's own)."""
+    import os
+
+    from olsctl.controller import what_if_batch
+
+    if task.snapshot.now_s == 1800.0 and os.environ.get("OLSCTL_TEST_PID") != str(os.getpid()):
+        os._exit(3)
+    return what_if_batch(task, candidates, seed)
+
+
+def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(monkeypatch):
+    # the run's pool (LazyPool) sends shares to the workers and runs one here meanwhile
+    import os
+    from contextlib import ExitStack
+
+    from olsctl.runner import LazyPool
+
+    monkeypatch.setenv("OLSCTL_TEST_PID", str(os.getpid()))
+    w = _busy_then_quiet()
+    sim = make_main(w)
+    ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
+                                        parallel_min_waiting=0, pool_min_s=0.0),
+                     {"name": "easy"}, batch=_die_in_a_worker_at_1800)
+    ctl.start(sim)
+    with ExitStack() as stack:
+        ctl.parallel = LazyPool(stack, 2, "loky")
+        assert ctl.parallel.overlaps  # with loky, one share runs here meanwhile
+        rec = sim.run()
+    assert len(rec.jobs) == len(w)
+    by_time = {d["time_s"]: d for d in ctl.decisions}
+    bad = by_time[1800.0]
+    assert bad["reason"] == "kept: a what-if failed" and bad["trials"] == []
+    assert bad["chosen"] == by_time[900.0]["chosen"]
+    assert by_time[2700.0]["trials"] and "failure" not in by_time[2700.0]
+
+
 def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch):
     import olsctl.controller as ctlmod
 
@@ -558,19 +595,61 @@ class _CountingPool:
 
     n_jobs = 2
 
-    def __init__(self):
+    def __init__(self, trip_s: float = 0.0):
         self.calls = 0
+        self.trip_s = trip_s  # what a round trip to the workers takes
 
     def __call__(self, tasks):
+        import time
+
         self.calls += 1
+        time.sleep(self.trip_s)
         return [f(*args, **kwargs) for f, args, kwargs in tasks]
 
 
-@pytest.mark.parametrize("pool_min_s,used", [(0.0, "every tick"), (1e9, "never"),
-                                             (None, "never")])
-def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s, used):
-    # auto (None): what-ifs of microseconds never save the 20 ms a round trip is taken to
-    # cost until one is measured
+class _SharingPool(_CountingPool):
+    """A pool that takes shares (``submit``) while this process runs its own: records
+    the candidates of each share it got, and runs them here."""
+
+    def __init__(self):
+        super().__init__()
+        self.shares: list[list] = []
+
+    overlaps = True
+
+    def submit(self, tasks):
+        tasks = list(tasks)
+        self.shares.extend(args[2] for _, args, _ in tasks)
+        return iter([f(*args, **kwargs) for f, args, kwargs in tasks])
+
+
+def test_a_split_tick_runs_one_share_here_and_sends_the_others_deciding_the_same():
+    w = _busy_then_quiet()
+    runs = {}
+    for pool in (None, _SharingPool()):
+        sim = make_main(w)
+        ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
+                                            parallel_min_waiting=0, pool_min_s=0.0),
+                         {"name": "easy"})
+        ctl.parallel = pool
+        ctl.start(sim)
+        runs[pool is not None] = (starts_of(sim.run()), ctl.decisions, pool)
+    assert runs[True][:2] == runs[False][:2]
+    pool = runs[True][2]
+    ticks = sum(1 for d in runs[True][1] if d["trials"])
+    counts = ControllerSettings().active_counts(8)
+    assert pool.calls == 0 and len(pool.shares) == ticks > 5  # one share a tick went out
+    # of the seven candidates, 2, 4, 6 and 8 processors ran here; 3, 5 and 7 went out
+    assert all([c.active_procs for c in share] == counts[1::2] for share in pool.shares)
+
+
+@pytest.mark.parametrize("pool_min_s,trip_s,used", [
+    (0.0, 0.0, "every tick"), (1e9, 0.0, "never"),
+    # auto (None): two empty round trips measure the pool first; what-ifs of microseconds
+    # never save a trip of 10 ms
+    (None, 0.01, "never")])
+def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s, trip_s,
+                                                                      used):
     w = _busy_then_quiet()
     runs = {}
     for mode in ("in process", "pool"):
@@ -578,14 +657,29 @@ def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s,
         ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0, n_jobs=2,
                                             parallel_min_waiting=0, pool_min_s=pool_min_s),
                          {"name": "easy"})
-        pool = _CountingPool() if mode == "pool" else None
+        pool = _CountingPool(trip_s) if mode == "pool" else None
         ctl.parallel = pool
         ctl.start(sim)
         runs[mode] = (starts_of(sim.run()), ctl.decisions, pool)
     assert runs["pool"][:2] == runs["in process"][:2]  # same schedule and decisions
     ticks = sum(1 for d in runs["pool"][1] if d["trials"])
     assert ticks > 5
-    assert runs["pool"][2].calls == (ticks if used == "every tick" else 0)
+    calls = runs["pool"][2].calls
+    if pool_min_s is not None:
+        assert calls == (ticks if used == "every tick" else 0)
+    else:
+        assert calls == 2  # the two trips that measured the pool
+
+
+def test_auto_mode_measures_a_round_trip_once_before_it_first_uses_the_pool():
+    ctl = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
+    ctl.parallel = pool = _CountingPool(trip_s=0.01)
+    ctl._per_whatif_s = 0.02  # 140 ms in all, 70 ms saved by two workers
+    assert ctl._pool_pays(None, 7, 2)  # (no what-if goes on the trips: no task needed)
+    assert pool.calls == 2 and 0.01 <= ctl._hop_s < 1.0
+    ctl._per_whatif_s = 0.002  # 7 ms saved: not worth 1.5 trips of over 10 ms
+    assert not ctl._pool_pays(None, 7, 2)
+    assert pool.calls == 2  # measured once
 
 
 def test_the_tick_after_an_sla_miss_stays_in_process_in_auto_mode():
