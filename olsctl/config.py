@@ -57,14 +57,19 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "min_dwell_s": (float, 0.0, "keep a new setting at least this long"),
     "max_step": (int, None, "move at most this many places in the active-processor list "
                             "per tick"),
-    "n_jobs": (int, 1, "what-ifs run in parallel (joblib workers; -1: all cores)"),
-    "backend": (str, "loky", "joblib backend (loky, threading, multiprocessing, dask, ...)"),
+    "n_jobs": (int, 1, "what-ifs run in parallel, this process included (-1: all cores)"),
+    "backend": (str, "processes", "processes (olsctl's worker processes), or a joblib "
+                                  "backend (loky, threading, multiprocessing, dask, ray)"),
     "parallel_min_waiting": (int, 100, "ticks with fewer waiting jobs run their what-ifs in "
                                        "process (too small to pay for a worker)"),
     "pool_min_s": (object, "auto", "auto, or the expected in-process seconds of a tick's "
                                    "what-ifs from which they go to the worker pool"),
     "seed": (int, 0, "seed passed to every what-if"),
 }
+
+#: where a controller's what-ifs may run besides this process: olsctl's own worker
+#: processes, or a joblib backend (dask and ray once their packages are installed)
+BACKENDS = ("processes", "loky", "threading", "multiprocessing", "dask", "ray")
 
 #: ``power:`` keys: (type, default, help). Watts and seconds per processor.
 POWER_KEYS: dict[str, tuple[Any, Any, str]] = {
@@ -343,6 +348,9 @@ def _check_controller(src: str, spec: dict) -> dict:
         raise ConfigError(f"{where}.max_step: must be >= 1 (got {out['max_step']})")
     if out["n_jobs"] == 0 or out["n_jobs"] < -1:
         raise ConfigError(f"{where}.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
+    if out["backend"] not in BACKENDS:
+        raise ConfigError(f"{where}.backend: must be one of {', '.join(BACKENDS)} "
+                          f"(got {out['backend']!r})")
     if out["parallel_min_waiting"] < 0:
         raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
                           f"(got {out['parallel_min_waiting']})")

@@ -3,8 +3,8 @@ candidates that meet the slowdown SLA, apply the cheapest.
 
 Every ``interval_s`` of simulated time the controller snapshots the main simulator and
 runs :func:`what_if` for candidate settings (active processors x power caps x knapsack
-windows), through joblib (any backend; the pool lasts the whole run) or in process when
-a tick's work is too small to pay for shipping it. A what-if runs the snapshot forward
+windows), in this process, or split between it and worker processes kept for the whole
+run (olsctl's own, or any joblib backend) when a tick's work pays for the trip. A what-if runs the snapshot forward
 with the candidate applied (no new arrivals by default, as Lawson & Smirni; or an
 arrivals model) until every job of the snapshot has started, or until a horizon, and
 scores the snapshot's jobs: bounded slowdowns (known for running jobs, predicted for
@@ -415,7 +415,7 @@ class ControllerSettings:
     min_dwell_s: float = 0.0
     max_step: int | None = None
     n_jobs: int = 1
-    backend: str = "loky"
+    backend: str = "processes"
     parallel_min_waiting: int = 100
     #: expected in-process seconds from which a tick's what-ifs go to the pool (None:
     #: auto, when splitting them saves more than the pool's measured round trip)

@@ -208,7 +208,8 @@ def _die_in_a_worker_at_1800(task, candidates, seed=0):
 
 
 def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(monkeypatch):
-    # the run's pool (LazyPool) sends shares to the workers and runs one here meanwhile
+    # the run's pool (LazyPool, olsctl's worker processes) takes shares while one runs
+    # here
     import os
     from contextlib import ExitStack
 
@@ -222,8 +223,8 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
                      {"name": "easy"}, batch=_die_in_a_worker_at_1800)
     ctl.start(sim)
     with ExitStack() as stack:
-        ctl.parallel = LazyPool(stack, 2, "loky")
-        assert ctl.parallel.overlaps  # with loky, one share runs here meanwhile
+        ctl.parallel = LazyPool(stack, 2, "processes")
+        assert ctl.parallel.overlaps  # one share runs here meanwhile
         rec = sim.run()
     assert len(rec.jobs) == len(w)
     by_time = {d["time_s"]: d for d in ctl.decisions}
@@ -257,8 +258,11 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
     assert ctl.summary()["failures"] == 1
 
 
-@pytest.mark.parametrize("search", ["grid", "cheapest-first"])
-def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch, search):
+@pytest.mark.parametrize("search,backend", [("grid", "processes"),
+                                            ("cheapest-first", "processes"),
+                                            ("grid", "loky")])
+def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch, search,
+                                                           backend):
     monkeypatch.chdir(tmp_path)
     rows = [(i, 300 * i, 200 + (37 * i) % 900, 1 + (i * 7) % 5) for i in range(1, 80)]
     lines = ["; MaxProcs: 8"] + [f"{j} {s} -1 {r} {p} -1 -1 {p} {r} -1 1 -1 -1 -1 -1 -1 -1 -1"
@@ -269,7 +273,7 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
         # every tick through the worker processes with two (pool_min_s: 0)
         cfg = (f"trace: t.swf\nout: out{n_jobs}\ncontroller:\n  interval_s: 600\n"
                f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n  search: {search}\n"
-               f"  parallel_min_waiting: 0\n  pool_min_s: 0\n")
+               f"  parallel_min_waiting: 0\n  pool_min_s: 0\n  backend: {backend}\n")
         (tmp_path / f"c{n_jobs}.yaml").write_text(cfg)
         assert main(["run", f"c{n_jobs}.yaml", "--quiet", "--strict"]) == 0
         outs.append(tmp_path / f"out{n_jobs}")
@@ -283,6 +287,7 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
     ({"search": "cheapest-first", "cost": {"weights": {"active_procs": 1, "energy": 1e-9}}},
      "controller.search"),
     ({"pool_min_s": -1}, "controller.pool_min_s"),
+    ({"backend": "lokyy"}, "controller.backend"),
     ({"pool_min_s": "fast"}, "controller.pool_min_s"),
     ({"interval_s": 0}, "controller.interval_s"),
     ({"candidates": {"power_cap": {}}}, "controller.candidates"),
