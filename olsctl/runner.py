@@ -51,10 +51,8 @@ class _RichProgress(Progress):
         self.bar.update(self.task, completed=done)
 
 
-class LazyPool:
-    """The worker processes of a run's controller, started at the first call (a run
-    whose ticks never need them does not pay for starting them) and kept until
-    ``stack`` closes.
+class WorkerPool:
+    """The worker processes of a run's controller, kept until ``stack`` closes.
 
     When the pool ``overlaps``, ``n_jobs`` counts this process as one of the workers:
     :meth:`submit` sends shares of a tick's work to the other ``n_jobs - 1`` and returns
@@ -76,17 +74,26 @@ class LazyPool:
     def overlaps(self) -> bool:
         return self.backend == "processes" or self._joblib().return_generator
 
+    def start(self) -> None:
+        """With ``processes``, start the workers now; they get ready while the run goes
+        on (joblib backends start at their first call)."""
+        if self.backend == "processes":
+            self._own().start()
+
     def submit(self, tasks) -> Iterator:
         """Send ``tasks`` (joblib ``delayed`` calls) off; an iterator over their results,
         in order (a worker that died raises there)."""
         if self.backend != "processes":
             return iter(self._joblib()(tasks))
+        return self._own().submit(tasks)
+
+    def _own(self):
         if self._workers is None:
             from olsctl.workers import Workers
 
             self._workers = Workers(_cpus(self.n_jobs) - 1)
             self._stack.callback(self._workers.close)
-        return self._workers.submit(tasks)
+        return self._workers
 
     def __call__(self, tasks) -> list:
         return list(self.submit(tasks))
@@ -172,8 +179,9 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         controller.start(sim)
     with ExitStack() as stack:
         if controller is not None and controller.settings.n_jobs != 1:
-            controller.parallel = LazyPool(stack, controller.settings.n_jobs,
+            controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                            controller.settings.backend)
+            controller.parallel.start()
         if progress_bar is not None:
             stack.enter_context(progress_bar)
         if live is not None:

@@ -43,8 +43,8 @@ def _serve(conn) -> None:
 
 
 class Workers:
-    """``n`` worker processes, started at the first call (``spawn``: the same on every
-    platform). :meth:`submit` sends calls off at once and returns an iterator over their
+    """``n`` worker processes, started by :meth:`start` or at the first call (``spawn``:
+    the same on every platform). :meth:`submit` sends calls off at once and returns an iterator over their
     answers in order; when a worker dies, reading its answer raises :class:`WorkerDied`
     and every worker is stopped, so that the next call starts afresh."""
 
@@ -53,7 +53,12 @@ class Workers:
         self._procs: list = []
         self._conns: list = []
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the workers now, without waiting for them: each imports what it needs
+        on a core of its own while this process goes on (a call waits only if it
+        comes before a worker is ready)."""
+        if self._procs:
+            return
         ctx = multiprocessing.get_context("spawn")
         for _ in range(self.n):
             here, there = ctx.Pipe()
@@ -67,8 +72,7 @@ class Workers:
     def submit(self, calls) -> Iterator:
         """Send ``calls`` (``(function, args, kwargs)``, as joblib's ``delayed`` makes
         them) off, one to each worker at a time (the rest go as answers come back)."""
-        if not self._procs:
-            self._start()
+        self.start()
         calls = list(calls)
         first = min(len(calls), self.n)
         try:

@@ -208,12 +208,12 @@ def _die_in_a_worker_at_1800(task, candidates, seed=0):
 
 
 def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(monkeypatch):
-    # the run's pool (LazyPool, olsctl's worker processes) takes shares while one runs
+    # the run's pool (WorkerPool, olsctl's worker processes) takes shares while one runs
     # here
     import os
     from contextlib import ExitStack
 
-    from olsctl.runner import LazyPool
+    from olsctl.runner import WorkerPool
 
     monkeypatch.setenv("OLSCTL_TEST_PID", str(os.getpid()))
     w = _busy_then_quiet()
@@ -223,7 +223,7 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
                      {"name": "easy"}, batch=_die_in_a_worker_at_1800)
     ctl.start(sim)
     with ExitStack() as stack:
-        ctl.parallel = LazyPool(stack, 2, "processes")
+        ctl.parallel = WorkerPool(stack, 2, "processes")
         assert ctl.parallel.overlaps  # one share runs here meanwhile
         rec = sim.run()
     assert len(rec.jobs) == len(w)
