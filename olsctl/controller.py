@@ -4,9 +4,9 @@ candidates that meet the slowdown SLA, apply the cheapest.
 Every ``interval_s`` of simulated time the controller snapshots the main simulator and
 runs :func:`what_if` for candidate settings (active processors x power caps x knapsack
 windows), in this process, or split between it and worker processes kept for the whole
-run (olsctl's own, or any joblib backend) when a tick's work pays for the trip. A what-if runs the snapshot forward
-with the candidate applied (no new arrivals by default, as Lawson & Smirni; or an
-arrivals model) until every job of the snapshot has started, or until a horizon, and
+run (olsctl's own, or any joblib backend) when a tick's work pays for the trip. A
+what-if runs the snapshot forward with the candidate applied (no new arrivals by
+default, as Lawson & Smirni; or an arrivals model) until every job of the snapshot has started, or until a horizon, and
 scores the snapshot's jobs: bounded slowdowns (known for running jobs, predicted for
 waiting ones), waits, and with power the machine's energy and power over the coming
 interval. Among the candidates meeting the SLA the cheapest wins, ties to the larger
@@ -34,6 +34,7 @@ from olsctl.policies import make_policy
 from olsctl.power.runtime import PowerState
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import JobTable, steps
+from olsctl.workers import processes_for
 
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
 COSTS = ("active_procs", "energy", "power_cap", "peak_power")
@@ -616,10 +617,12 @@ class Controller:
         """This process's share of a split evaluation (the workers' shares are
         ``pending``: dropped, with their workers stopped, if this one cannot finish).
 
-        The pool's threads in this process send the other shares off while this one
-        runs; Python lets a waiting thread in only every ``sys.getswitchinterval()``
-        (5 ms by default, about what a tick's what-ifs take), so for the share it is
-        0.2 ms: measured on SDSC-BLUE ticks, the split tick then takes 4.0 ms, not 7.3."""
+        A joblib backend's threads in this process send the other shares off while
+        this one runs; Python lets a waiting thread in only every
+        ``sys.getswitchinterval()`` (5 ms by default, about what a tick's what-ifs
+        take), so for the share it is 0.2 ms (through loky, sampled SDSC-BLUE ticks
+        then took 1.00x of their in-process time instead of 1.27x). olsctl's own
+        workers need no thread here: for them it changes nothing."""
         t0 = time.perf_counter()
         switch = sys.getswitchinterval()
         sys.setswitchinterval(min(switch, 2e-4))
@@ -659,8 +662,9 @@ class Controller:
         With ``pool_min_s`` set, when they are expected to take at least that long in
         this process; by default (auto), when splitting them is expected to save more
         than 1.5 times the wall time a pool round trip has been adding (measured on the
-        pool's calls, 20 ms until then; a measurement fades by 1% a tick run here). The expectation is the last evaluation's time
-        per what-if (ticks an hour apart see similar queues); the first evaluation runs
+        pool's calls, 20 ms until then; a measurement fades by 1% a tick run here). The
+        expectation is the last evaluation's time per what-if (ticks an hour apart see
+        similar queues); the first evaluation runs
         in this process, unless ``pool_min_s`` is 0. Auto also keeps in this process the
         ticks after one that missed the SLA: such a tick likely misses too, and its
         what-ifs cut short then go on, which only those run here can do."""
@@ -836,12 +840,7 @@ def _axes(c: Candidate) -> tuple:
 
 
 def _workers(parallel) -> int:
-    n = getattr(parallel, "n_jobs", 1) or 1
-    if n < 0:
-        import os
-
-        n = max(1, (os.cpu_count() or 1) + 1 + n)
-    return n
+    return processes_for(getattr(parallel, "n_jobs", 1) or 1)
 
 
 def _json_float(v: float | None) -> float | None:

@@ -89,9 +89,9 @@ class WorkerPool:
 
     def _own(self):
         if self._workers is None:
-            from olsctl.workers import Workers
+            from olsctl.workers import Workers, processes_for
 
-            self._workers = Workers(_cpus(self.n_jobs) - 1)
+            self._workers = Workers(processes_for(self.n_jobs) - 1)
             self._stack.callback(self._workers.close)
         return self._workers
 
@@ -109,16 +109,6 @@ class WorkerPool:
                 parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend)
             self._parallel = self._stack.enter_context(parallel)
         return self._parallel
-
-
-def _cpus(n_jobs: int) -> int:
-    """The processes ``n_jobs`` stands for (as joblib counts: -1 all cores, -2 all but
-    one, ...)."""
-    if n_jobs > 0:
-        return n_jobs
-    import os
-
-    return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
 def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:

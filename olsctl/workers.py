@@ -11,8 +11,17 @@ this process runs what-ifs of its own, which is what a tick's what-ifs take in a
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 from typing import Any, Iterator
+
+
+def processes_for(n_jobs: int) -> int:
+    """The processes ``n_jobs`` stands for, as joblib counts them (-1: all cores, -2:
+    all but one, ...)."""
+    if n_jobs > 0:
+        return n_jobs
+    return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
 
 
 class WorkerDied(RuntimeError):
