@@ -325,6 +325,10 @@ def _random_snapshot(data, max_machine: int):
     return _snapshot_at(w, data.draw(st.integers(0, t))), machine
 
 
+#: the SLA metrics a what-if can be cut short on
+_BOUNDED_METRICS = st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"])
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
@@ -332,7 +336,7 @@ def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     # a what-if cut short by the bound misses the SLA when run in full, and its bound is
     # below the full metric; one not cut short is the very same trial.
     snap, machine = _random_snapshot(data, 12)
-    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    metric = data.draw(_BOUNDED_METRICS)
     limit = data.draw(st.floats(1.0, 400.0))
     cand = Candidate(data.draw(st.integers(1, machine)))
     full = what_if(WhatIfTask(snap, {"name": "easy"}), cand)
@@ -352,7 +356,7 @@ def test_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would(da
     from olsctl.controller import WhatIfRun
 
     snap, machine = _random_snapshot(data, 12)
-    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    metric = data.draw(_BOUNDED_METRICS)
     low = data.draw(st.floats(1.0, 3.0))  # low enough to cut about one in four
     cand = Candidate(data.draw(st.integers(1, machine)))
     task = WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, low))
@@ -378,7 +382,7 @@ def test_the_closest_candidate_found_with_cut_offs_is_the_one_full_runs_find(dat
     # for the closest) is the one made from every candidate run in full, with the same
     # metrics; the trials cut short hold bounds above the chosen one's score.
     snap, machine = _random_snapshot(data, 10)
-    metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
+    metric = data.draw(_BOUNDED_METRICS)
     limit = data.draw(st.floats(1.0, 30.0))
     search = data.draw(st.sampled_from(["grid", "cheapest-first"]))
     s = ControllerSettings(procs=tuple(range(1, machine + 1)), sla_metric=metric,
