@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import yaml
 
 from olsctl.errors import ConfigError
+from olsctl.metrics import WEEK_S, SlaSpec
 from olsctl.policies import REGISTRY, policy_error
 from olsctl.workload import DEFAULT_TRACE, ESTIMATE_MODES
 
@@ -25,10 +26,16 @@ TOP_LEVEL: dict[str, tuple[Any, Any, str]] = {
     "procs": (int, None, "machine size; default: the trace header's MaxProcs, else MaxNodes"),
     "active_procs": (int, None, "processors active at the start; default: all"),
     "estimates": (str, "exact", "runtime estimates the policy sees: exact or user"),
+    "load_scale": (float, 1.0, "offered load factor: submit times, counted from the first "
+                               "submission, are divided by it (1.5: the same jobs arriving "
+                               "1.5 times as fast)"),
     "policy": (dict, {"name": "easy"}, "policy name and parameters"),
     "out": (str, "olsctl-out", "output directory"),
     "strict": (bool, False, "check every scheduling decision"),
     "skip_bad_lines": (bool, False, "count and skip malformed SWF lines instead of failing"),
+    "sla": (dict, None, "the SLA runs are measured against, window by window: {metric, max, "
+                        "window_s}; default: the controller's metric and max, else mean_bsld "
+                        "<= 200, over calendar weeks"),
     "power": (dict, None, "job power profiles, machine power states and a power cap "
                           "(omit for no power accounting)"),
     "controller": (dict, None, "the online-simulation controller (omit to keep the "
@@ -44,7 +51,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
                    "power_cap ({fraction: L} or {watts: L}), window (L); L is a list or "
                    "{from, to, step}"),
     "sla": (dict, {"metric": "mean_bsld", "max": 200.0},
-            "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number}"),
+            "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
+            "feedback: false | true | {relax_below, full_above}}"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
     "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "
@@ -95,10 +103,12 @@ class RunConfig:
     procs: int | None = None
     active_procs: int | None = None
     estimates: str = "exact"
+    load_scale: float = 1.0
     policy: dict = field(default_factory=lambda: {"name": "easy", "order": "fcfs"})
     out: str = "olsctl-out"
     strict: bool = False
     skip_bad_lines: bool = False
+    sla: dict | None = None
     power: dict | None = None
     controller: dict | None = None
     base_dir: Path | None = None
@@ -107,6 +117,15 @@ class RunConfig:
     def as_dict(self) -> dict:
         """The settings as plain data (what summary.json records)."""
         return {key: getattr(self, key) for key in TOP_LEVEL}
+
+    def sla_spec(self) -> SlaSpec:
+        """The SLA the run's windows are judged by: ``sla`` as given, its metric and max
+        defaulting to the controller's."""
+        given = self.sla or {}
+        base = self.controller["sla"] if self.controller is not None else {}
+        return SlaSpec(given.get("metric", base.get("metric", "mean_bsld")),
+                       float(given.get("max", base.get("max", 200.0))),
+                       float(given.get("window_s", WEEK_S)))
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -161,6 +180,8 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
         changes["power"] = _check_power(src, changes["power"])
     if changes.get("controller") is not None:
         changes["controller"] = _check_controller(src, changes["controller"])
+    if changes.get("sla") is not None:
+        changes["sla"] = _check_run_sla(src, changes["sla"])
     cfg = replace(config, **changes)
     if cfg.procs is not None and cfg.procs < 1:
         raise ConfigError(f"{src}: procs: must be >= 1 (got {cfg.procs})")
@@ -170,6 +191,8 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
         if cfg.procs is not None and cfg.active_procs > cfg.procs:
             raise ConfigError(f"{src}: active_procs: must be <= procs ({cfg.procs}), "
                               f"got {cfg.active_procs}")
+    if not cfg.load_scale > 0 or math.isinf(cfg.load_scale):
+        raise ConfigError(f"{src}: load_scale: must be a number > 0 (got {cfg.load_scale!r})")
     if cfg.estimates not in ESTIMATE_MODES:
         raise ConfigError(f"{src}: estimates: must be one of {', '.join(ESTIMATE_MODES)} "
                           f"(got {cfg.estimates!r})")
@@ -283,7 +306,7 @@ def _check_power(src: str, spec: dict) -> dict:
 
 
 def _check_controller(src: str, spec: dict) -> dict:
-    from olsctl.controller import ARRIVAL_MODELS, COSTS, KNOWN_COSTS, SEARCHES, SLA_METRICS
+    from olsctl.controller import ARRIVAL_MODELS, COSTS, KNOWN_COSTS, SEARCHES
 
     where = f"{src}: controller"
     for key in spec:
@@ -299,18 +322,14 @@ def _check_controller(src: str, spec: dict) -> dict:
         raise ConfigError(f"{where}.interval_s: must be > 0 (got {out['interval_s']:g})")
     out["candidates"] = _check_candidates(f"{where}.candidates", out["candidates"])
     sla = out["sla"]
-    if set(sla) - {"metric", "max"}:
-        raise ConfigError(f"{where}.sla.{sorted(set(sla) - {'metric', 'max'})[0]}: "
-                          f"unknown key (known: metric, max)")
-    metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
-    if metric not in SLA_METRICS:
-        raise ConfigError(f"{where}.sla.metric: must be one of {', '.join(SLA_METRICS)} "
-                          f"(got {metric!r})")
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-        raise ConfigError(f"{where}.sla.max: must be a number > 0 (got {limit!r})")
-    if metric.endswith("bsld") and limit < 1:
-        raise ConfigError(f"{where}.sla.max: a bounded slowdown is >= 1 (got {limit})")
-    out["sla"] = {"metric": metric, "max": float(limit)}
+    if not isinstance(sla, dict):
+        raise ConfigError(f"{where}.sla: must be a mapping (got {_kind(sla)})")
+    if set(sla) - {"metric", "max", "feedback"}:
+        raise ConfigError(f"{where}.sla.{sorted(set(sla) - {'metric', 'max', 'feedback'})[0]}: "
+                          f"unknown key (known: metric, max, feedback)")
+    metric, limit = _check_sla_limit(f"{where}.sla", sla)
+    out["sla"] = {"metric": metric, "max": limit,
+                  "feedback": _check_feedback(f"{where}.sla.feedback", sla.get("feedback", False))}
     cost = out["cost"]
     if isinstance(cost, str):
         if cost not in COSTS and not cost.startswith("policy."):
@@ -359,6 +378,68 @@ def _check_controller(src: str, spec: dict) -> dict:
                            or not pool >= 0):
         raise ConfigError(f"{where}.pool_min_s: must be auto or a number of seconds >= 0 "
                           f"(got {pool!r})")
+    return out
+
+
+def _check_sla_limit(where: str, sla: dict) -> tuple[str, float]:
+    """An SLA's metric and limit, checked (defaults: mean_bsld, 200)."""
+    from olsctl.controller import SLA_METRICS
+
+    metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
+    if metric not in SLA_METRICS:
+        raise ConfigError(f"{where}.metric: must be one of {', '.join(SLA_METRICS)} "
+                          f"(got {metric!r})")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0 \
+            or math.isinf(limit):
+        raise ConfigError(f"{where}.max: must be a number > 0 (got {limit!r})")
+    if metric.endswith("bsld") and limit < 1:
+        raise ConfigError(f"{where}.max: a bounded slowdown is >= 1 (got {limit})")
+    return metric, float(limit)
+
+
+def _check_run_sla(src: str, sla: dict) -> dict:
+    """The top-level ``sla``: metric and max (filled from the controller's when left out,
+    see :meth:`RunConfig.sla_spec`) and the window length."""
+    where = f"{src}: sla"
+    if set(sla) - {"metric", "max", "window_s"}:
+        raise ConfigError(f"{where}.{sorted(set(sla) - {'metric', 'max', 'window_s'})[0]}: "
+                          f"unknown key (known: metric, max, window_s)")
+    out = dict(sla)
+    _check_sla_limit(where, {"metric": "mean_bsld", "max": 200.0, **sla})
+    if "max" in out:
+        out["max"] = float(out["max"])
+    if "window_s" in out:
+        w = out["window_s"]
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0 or math.isinf(w):
+            raise ConfigError(f"{where}.window_s: must be a number of seconds > 0 (got {w!r})")
+        out["window_s"] = float(w)
+    return out
+
+
+def _check_feedback(where: str, spec: Any) -> dict | None:
+    """``controller.sla.feedback``: false (None), true (the defaults) or a mapping."""
+    from olsctl.feedback import FULL_ABOVE, RELAX_BELOW
+
+    if spec is False or spec is None:
+        return None
+    if spec is True:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: must be true, false or a mapping (got {_kind(spec)} "
+                          f"{spec!r})")
+    known = {"relax_below": RELAX_BELOW, "full_above": FULL_ABOVE}
+    for key in spec:
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)})")
+    out = {}
+    for key, default in known.items():
+        v = spec.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or math.isinf(v):
+            raise ConfigError(f"{where}.{key}: must be a number >= 0 (got {v!r})")
+        out[key] = float(v)
+    if not out["full_above"] > out["relax_below"]:
+        raise ConfigError(f"{where}.full_above: must be above relax_below "
+                          f"({out['relax_below']:g}), got {out['full_above']:g}")
     return out
 
 

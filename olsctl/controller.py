@@ -473,6 +473,9 @@ class Controller:
     wake_energy_j: float = 0.0
     #: the function a batch of what-ifs runs (a top-level function, shipped to workers)
     batch: Any = what_if_batch
+    #: SLA feedback (:mod:`olsctl.feedback`): a floor under the candidates from the
+    #: slowdown realized so far (None: open loop)
+    feedback: Any = None
     decisions: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
     whatifs: int = 0
@@ -513,6 +516,8 @@ class Controller:
         else:
             task = self._task(sim, snap)
             cands = s.candidates(st.total_procs)
+            if self.feedback is not None:
+                cands = self._above_floor(cands, st.start_s, now, record)
             self._cut.clear()
             try:
                 trials = self._search(task, cands, snap.n_waiting)
@@ -543,6 +548,26 @@ class Controller:
         self.decisions.append(record)
         if not sim.finished:
             sim.at(now + s.interval_s, self._tick)
+
+    def _above_floor(self, cands: list[Candidate], start_s: list[float], now: float,
+                     record: dict) -> list[Candidate]:
+        """The candidates the feedback's floor leaves (their active processors, and caps
+        when caps are tried, at least the floor's share of the way up their range); the
+        pressure and floor go into ``record``."""
+        from olsctl.feedback import allowed
+
+        fb = self.feedback
+        pressure = fb.pressure(start_s, now)
+        floor = fb.floor(pressure)
+        record["feedback"] = {"pressure": pressure, "floor": floor}
+        if floor <= 0.0:
+            return cands
+        min_active = allowed([c.active_procs for c in cands], floor)
+        kept = [c for c in cands if c.active_procs >= min_active - 1e-9]
+        if self.settings.caps_w:
+            min_cap = allowed([c.cap_w for c in kept], floor)
+            kept = [c for c in kept if c.cap_w >= min_cap - 1e-9]
+        return kept
 
     def _policy_window(self) -> int | None:
         if not self.settings.windows:

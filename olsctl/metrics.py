@@ -106,38 +106,70 @@ def week_origin(first_submit_s: float, unix_start: int | None, tz_offset_s: int 
 
 
 def weekly(records: RunRecords, unix_start: int | None = None,
-           tz_offset_s: int | None = None) -> list[dict]:
-    """Per calendar week: jobs submitted, their mean bounded slowdown and wait, and the
-    week's utilization (busy processor-seconds in the week / processors x week length,
-    the week clipped to the run's span)."""
+           tz_offset_s: int | None = None, window_s: float = WEEK_S,
+           sla: "SlaSpec | None" = None) -> list[dict]:
+    """Per SLA window (a calendar week by default, ``window_s`` long from the week
+    origin): jobs submitted in it, their mean and 95th-percentile bounded slowdown and
+    mean wait, the window's utilization (busy processor-seconds in it / processors x its
+    length, clipped to the run's span) and mean active processors, and with ``sla``
+    whether its jobs kept it (``sla_kept``; None when no job was submitted in it)."""
     c = job_columns(records)
     first, last = float(c.submit_s.min()), float(c.end_s.max())
     origin, origin_date = week_origin(first, unix_start, tz_offset_s)
-    n_weeks = int((last - origin) // WEEK_S) + 1
-    starts = origin + WEEK_S * np.arange(n_weeks, dtype=float)
+    n_weeks = int((last - origin) // window_s) + 1
+    starts = origin + window_s * np.arange(n_weeks, dtype=float)
     lo = np.maximum(starts, first)
-    hi = np.minimum(starts + WEEK_S, last)
+    hi = np.minimum(starts + window_s, last)
     s = records.samples
     t = np.asarray(s.time_s, dtype=float)
     busy = np.asarray(s.busy_procs, dtype=float)
+    active = np.asarray(s.active_procs, dtype=float)
     busy_area = _busy_integral(t, busy, hi) - _busy_integral(t, busy, lo)
-    week_of_job = ((c.submit_s - origin) // WEEK_S).astype(np.int64)
+    active_area = _busy_integral(t, active, hi) - _busy_integral(t, active, lo)
+    week_of_job = ((c.submit_s - origin) // window_s).astype(np.int64)
+    order = np.argsort(week_of_job, kind="stable")
+    bounds = np.searchsorted(week_of_job[order], np.arange(n_weeks + 1))
+    dated = origin_date is not None and window_s % 86400 == 0
     rows = []
     for w in range(n_weeks):
-        sel = week_of_job == w
-        n = int(sel.sum())
+        sel = order[bounds[w]:bounds[w + 1]]
+        n = int(sel.size)
         length = hi[w] - lo[w]
         row = {
             "week": w,
-            "week_start": (_add_days(origin_date, 7 * w) if origin_date else None),
+            "week_start": (_add_days(origin_date, int(w * window_s // 86400)) if dated else None),
             "start_s": float(starts[w]),
             "jobs": n,
             "mean_bsld": float(c.bsld[sel].mean()) if n else None,
+            "p95_bsld": float(np.percentile(c.bsld[sel], 95)) if n else None,
             "mean_wait_s": float(c.wait_s[sel].mean()) if n else None,
+            "max_wait_s": float(c.wait_s[sel].max()) if n else None,
             "utilization": float(busy_area[w] / (records.total_procs * length)) if length > 0 else None,
+            "mean_active_procs": float(active_area[w] / length) if length > 0 else None,
         }
+        if sla is not None:
+            row["sla_kept"] = None if not n else bool(row[sla.metric] <= sla.max)
         rows.append(row)
     return rows
+
+
+@dataclass(frozen=True)
+class SlaSpec:
+    """The slowdown SLA runs are measured against: ``metric`` of the jobs submitted in
+    each window of ``window_s`` seconds (from the week origin) must be <= ``max``."""
+
+    metric: str = "mean_bsld"
+    max: float = 200.0
+    window_s: float = float(WEEK_S)
+
+
+def sla_summary(rows: list[dict], sla: SlaSpec) -> dict:
+    """The SLA and the share of windows (those in which jobs were submitted) that kept it."""
+    judged = [r["sla_kept"] for r in rows if r.get("sla_kept") is not None]
+    kept = sum(judged)
+    return {"metric": sla.metric, "max": sla.max, "window_s": sla.window_s,
+            "windows": len(judged), "windows_kept": kept,
+            "kept_share": kept / len(judged) if judged else None}
 
 
 def _add_days(iso_date: str, days: int) -> str:

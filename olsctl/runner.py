@@ -16,7 +16,7 @@ from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
 from olsctl.controller import Controller, ControllerSettings
 from olsctl.errors import ConfigError, SimulationError, TraceError
-from olsctl.metrics import job_columns, summarize, weekly
+from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
 from olsctl.output import power_csv, write_run
 from olsctl.power import accounting
 from olsctl.power.cap import parse_cap
@@ -121,7 +121,8 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             raise
         where = config.base_dir or Path.cwd()
         raise TraceError(f"{config.source}: trace: {exc.args[0]} (looked in {where})") from None
-    workload = load_workload(path, config.procs, config.skip_bad_lines)
+    workload = load_workload(path, config.procs, config.skip_bad_lines).load_scaled(
+        config.load_scale)
     active = config.active_procs
     if active is not None and active > workload.machine_procs:
         raise ConfigError(f"{config.source}: active_procs: must be <= the machine's "
@@ -193,9 +194,11 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         "active_procs_at_start": workload.machine_procs if active is None else active,
         "strict_checks": checker.starts_checked if config.strict else None,
         "metrics": summarize(records),
-        "weekly": weekly(records, header.first_int("UnixStartTime"),
-                         header.first_int("TimeZone")),
     }
+    sla = config.sla_spec()
+    summary["weekly"] = weekly(records, header.first_int("UnixStartTime"),
+                               header.first_int("TimeZone"), sla.window_s, sla)
+    summary["sla"] = sla_summary(summary["weekly"], sla)
     report = getattr(policy, "run_report", None)
     if report is not None:
         summary["budget"] = report(sim.state, records)
@@ -276,7 +279,17 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         pool_min_s=None if c["pool_min_s"] == "auto" else float(c["pool_min_s"]), seed=c["seed"])
     jobs = JobTable(workload.job_id, workload.submit_s, workload.procs, estimates,
                     workload.runtime_s)
-    return Controller(settings, config.policy, jobs=jobs,
+    feedback = None
+    if c["sla"]["feedback"] is not None:
+        from olsctl.feedback import FeedbackSettings, SlaFeedback
+
+        header = workload.header
+        origin, _ = week_origin(float(workload.submit_s[0]), header.first_int("UnixStartTime"),
+                                header.first_int("TimeZone"))
+        feedback = SlaFeedback(FeedbackSettings(**c["sla"]["feedback"]), c["sla"]["metric"],
+                               c["sla"]["max"], config.sla_spec().window_s, origin,
+                               workload.submit_s, workload.runtime_s, estimates)
+    return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
 
 

@@ -9,7 +9,7 @@ unless the caller sets it. Jobs are ordered by (submit time, job id).
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +127,14 @@ class Workload:
         exe = None if self.executable is None else self.executable[index]
         return Workload(self.name, self.machine_procs, self.header, self.report, **cols,
                         executable=exe)
+
+    def load_scaled(self, factor: float) -> "Workload":
+        """The same jobs arriving ``factor`` times as fast: submit times, counted from the
+        first submission, divided by ``factor`` (1.0: this workload itself)."""
+        if factor == 1.0 or len(self) == 0:
+            return self
+        first = float(self.submit_s[0])
+        return replace(self, submit_s=first + (self.submit_s - first) / factor)
 
     def job_keys(self) -> list[int]:
         """A key per job for "the same job again": (user, application) when the log names
