@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 #: defaults of ``controller.sla.feedback``
-RELAX_BELOW = 0.25
-FULL_ABOVE = 0.75
+RELAX_BELOW = 0.1
+FULL_ABOVE = 0.5
 
 
 @dataclass(frozen=True)

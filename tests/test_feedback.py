@@ -1,0 +1,177 @@
+"""SLA windows and the controller's SLA feedback (olsctl/feedback.py), on hand-worked
+traces."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from olsctl.cli import main
+from olsctl.config import build_config
+from olsctl.errors import ConfigError
+from olsctl.feedback import FeedbackSettings, SlaFeedback, allowed
+
+WEEK = 604800
+
+
+def _swf(path, rows, procs=4):
+    lines = [f"; MaxProcs: {procs}"] + [
+        f"{j} {s} -1 {r} {p} -1 -1 {p} {r} -1 1 -1 -1 -1 -1 -1 -1 -1" for j, s, r, p in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _run(tmp_path, name, controller_sla, extra=""):
+    cfg = ("trace: t.swf\ncontroller:\n  interval_s: 3600\n"
+           "  candidates: {active_procs: {procs: [1, 4]}}\n"
+           f"  sla: {controller_sla}\nout: {name}\n{extra}")
+    (tmp_path / f"{name}.yaml").write_text(cfg)
+    assert main(["run", f"{name}.yaml", "--quiet", "--strict"]) == 0
+    out = tmp_path / name
+    return (json.loads((out / "summary.json").read_text()),
+            [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()])
+
+
+def test_feedback_keeps_the_week_after_one_that_broke_the_sla(tmp_path, monkeypatch):
+    """A 4-processor machine, candidates 1 or 4 processors, SLA mean bsld <= 50, ticks
+    hourly from t = 0. Each week: a 1-processor job of 100 s, then 5 s later a 2-processor
+    job of 10 s. At the week's first tick nothing waits but the first job, so open loop
+    shrinks to 1 processor; the second job waits for the next tick (3600 s after the
+    week's first submission), bsld 1 + 3590 / 10 = 360, the week's mean (1 + 360) / 2 =
+    180.5: both weeks broken. With feedback the first week goes the same way (nothing
+    realized yet), but at week 1's first tick the pressure is week 0's 180.5 / 50 = 3.61,
+    the floor is full, the machine stays at 4 and week 1's jobs start at once (mean 1)."""
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", [(1, 0, 100, 1), (2, 10, 10, 2),
+                              (3, WEEK + 5, 100, 1), (4, WEEK + 10, 10, 2)])
+    open_s, open_d = _run(tmp_path, "open", "{metric: mean_bsld, max: 50}")
+    fb_s, fb_d = _run(tmp_path, "fb", "{metric: mean_bsld, max: 50, feedback: true}")
+
+    assert [w["mean_bsld"] for w in open_s["weekly"]] == [180.5, 180.5]
+    assert [w["sla_kept"] for w in open_s["weekly"]] == [False, False]
+    assert open_s["sla"]["kept_share"] == 0.0
+    assert [w["mean_bsld"] for w in fb_s["weekly"]] == [180.5, 1.0]
+    assert [w["sla_kept"] for w in fb_s["weekly"]] == [False, True]
+    assert fb_s["sla"] == {"metric": "mean_bsld", "max": 50.0, "window_s": float(WEEK),
+                           "windows": 2, "windows_kept": 1, "kept_share": 0.5}
+
+    open_at = {d["time_s"]: d for d in open_d}
+    fb_at = {d["time_s"]: d for d in fb_d}
+    assert open_at[0.0]["chosen"] == fb_at[0.0]["chosen"] == {"active_procs": 1}
+    assert fb_at[0.0]["feedback"] == {"pressure": 1 / 50, "floor": 0.0}  # job 1: bsld 1
+    assert open_at[WEEK]["chosen"] == {"active_procs": 1}
+    assert fb_at[WEEK]["chosen"] == {"active_procs": 4}
+    assert fb_at[WEEK]["feedback"]["pressure"] == pytest.approx(180.5 / 50)
+    assert fb_at[WEEK]["feedback"]["floor"] == 1.0
+    assert "feedback" not in open_at[WEEK]
+
+
+def _feedback(rows, metric="mean_bsld", limit=100.0, window_s=1000.0):
+    """A feedback over jobs (submit, runtime, estimate), windows from t = 0."""
+    submit, runtime, estimate = zip(*rows)
+    return SlaFeedback(FeedbackSettings(), metric, limit, window_s, 0.0, list(submit),
+                       list(runtime), list(estimate))
+
+
+def test_realized_metric_counts_waits_so_far_and_divides_by_what_is_known():
+    # job 0: submitted 0, started 50, runtime 100 (finished by t = 400): bsld 1 + 50/100
+    # job 1: submitted 100, started 300, runtime 1000, estimate 400, still running at 400:
+    #        bsld 1 + 200/400 (its estimate: the runtime is not known yet)
+    # job 2: submitted 200, still waiting at 400: waited 200 so far, estimate 5 -> 1 + 200/10
+    # job 3: submitted 500: not arrived at 400
+    fb = _feedback([(0, 100, 100), (100, 1000, 400), (200, 20, 5), (500, 10, 10)])
+    start = [50.0, 300.0, math.nan, math.nan]
+    expect = ((1 + 0.5) + (1 + 0.5) + (1 + 20)) / 3
+    assert fb.realized(start, 400.0, 0.0, 1000.0) == pytest.approx(expect)
+    assert fb.realized(start, 400.0, 150.0, 1000.0) == pytest.approx(21.0)  # job 2 only
+    assert fb.realized(start, 400.0, 1000.0, 2000.0) is None
+    waits = _feedback([(0, 100, 100), (100, 1000, 400), (200, 20, 5), (500, 10, 10)],
+                      metric="max_wait_s")
+    assert waits.realized(start, 400.0, 0.0, 1000.0) == 200.0
+    mean_wait = _feedback([(0, 100, 100), (100, 1000, 400), (200, 20, 5), (500, 10, 10)],
+                          metric="mean_wait_s")
+    assert mean_wait.realized(start, 400.0, 0.0, 1000.0) == pytest.approx((50 + 200 + 200) / 3)
+
+
+def test_pressure_blends_the_previous_window_as_the_current_one_goes_by():
+    # window 0: one job with bsld 1 + 900/100 = 10; window 1: one with bsld 1 + 0 = 1
+    fb = _feedback([(0, 100, 100), (1100, 100, 100)], limit=10.0)
+    start = [900.0, 1100.0]
+    assert fb.pressure(start, 1000.0) == pytest.approx(10 / 10)  # window 1 starts: no job yet
+    assert fb.pressure(start, 1100.0) == pytest.approx((0.1 * 1 + 0.9 * 10) / 10)
+    assert fb.pressure(start, 1750.0) == pytest.approx((0.75 * 1 + 0.25 * 10) / 10)
+    assert _feedback([(5000, 1, 1)]).pressure([math.nan], 10.0) == 0.0  # nothing yet
+
+
+def test_floor_rises_linearly_between_the_two_pressures_and_sets_the_smallest_setting():
+    fb = SlaFeedback(FeedbackSettings(relax_below=0.2, full_above=0.6), "mean_bsld", 200.0,
+                     WEEK, 0.0, [0.0], [1.0], [1.0])
+    assert [fb.floor(p) for p in (0.0, 0.2, 0.4, 0.6, 5.0)] == pytest.approx(
+        [0.0, 0.0, 0.5, 1.0, 1.0])
+    assert allowed([25, 50, 100], 0.0) == 25
+    assert allowed([25, 50, 100], 0.5) == 62.5
+    assert allowed([25, 50, 100], 1.0) == 100
+
+
+def test_feedback_decides_the_same_bytes_with_one_and_two_workers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [(i, 300 * i, 200 + (37 * i) % 900, 1 + (i * 7) % 5) for i in range(1, 80)]
+    _swf(tmp_path / "t.swf", rows, procs=8)
+    outs = []
+    for n_jobs in (1, 2):
+        cfg = ("trace: t.swf\nsla: {window_s: 3600}\n"
+               f"out: out{n_jobs}\ncontroller:\n  interval_s: 600\n  n_jobs: {n_jobs}\n"
+               "  sla: {metric: mean_bsld, max: 3, feedback: {relax_below: 0.2, "
+               "full_above: 0.9}}\n"
+               "  parallel_min_waiting: 0\n  pool_min_s: 0\n")
+        (tmp_path / f"c{n_jobs}.yaml").write_text(cfg)
+        assert main(["run", f"c{n_jobs}.yaml", "--quiet", "--strict"]) == 0
+        outs.append(tmp_path / f"out{n_jobs}")
+    for name in ("decisions.jsonl", "jobs.csv", "timeseries.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+    one, two = (json.loads((o / "summary.json").read_text()) for o in outs)
+    assert (one["weekly"], one["sla"]) == (two["weekly"], two["sla"])
+    decisions = [json.loads(x) for x in (outs[0] / "decisions.jsonl").read_text().splitlines()]
+    floors = {d["feedback"]["floor"] for d in decisions}
+    assert len(floors) > 2  # the floor moved: the feedback did act
+
+
+def test_load_scale_compresses_submit_times_from_the_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", [(1, 100, 10, 1), (2, 400, 10, 1), (3, 1000, 10, 1)])
+    assert main(["run", "--trace", "t.swf", "--set", "load_scale=1.5", "--out", "o",
+                 "--quiet"]) == 0
+    rows = (tmp_path / "o" / "jobs.csv").read_text().splitlines()[1:]
+    assert [float(r.split(",")[1]) for r in rows] == [100.0, 300.0, 700.0]
+
+
+@pytest.mark.parametrize("data,key", [
+    ({"controller": {"sla": {"feedback": "yes"}}}, "controller.sla.feedback"),
+    ({"controller": {"sla": {"feedback": {"gain": 1}}}}, "controller.sla.feedback.gain"),
+    ({"controller": {"sla": {"feedback": {"relax_below": 0.5, "full_above": 0.5}}}},
+     "controller.sla.feedback.full_above"),
+    ({"controller": {"sla": {"feedback": {"relax_below": -1}}}},
+     "controller.sla.feedback.relax_below"),
+    ({"controller": {"sla": {"window_s": 5}}}, "controller.sla.window_s"),
+    ({"sla": {"window_s": 0}}, "sla.window_s"),
+    ({"sla": {"metric": "fun"}}, "sla.metric"),
+    ({"sla": {"max": "high"}}, "sla.max"),
+    ({"sla": {"weeks": 2}}, "sla.weeks"),
+    ({"sla": [1]}, "sla"),
+    ({"load_scale": 0}, "load_scale"),
+    ({"load_scale": "fast"}, "load_scale"),
+])
+def test_bad_sla_and_load_settings_name_the_key(data, key):
+    with pytest.raises(ConfigError) as err:
+        build_config(data, source="x.yaml")
+    assert f"x.yaml: {key}" in str(err.value)
+
+
+def test_run_sla_defaults_to_the_controllers_and_can_be_set_apart():
+    cfg = build_config({"controller": {"sla": {"metric": "p95_bsld", "max": 50}}})
+    assert (cfg.sla_spec().metric, cfg.sla_spec().max, cfg.sla_spec().window_s) == (
+        "p95_bsld", 50.0, float(WEEK))
+    cfg = build_config({"sla": {"max": 80, "window_s": 86400}})
+    assert (cfg.sla_spec().metric, cfg.sla_spec().max, cfg.sla_spec().window_s) == (
+        "mean_bsld", 80.0, 86400.0)
