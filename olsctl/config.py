@@ -50,8 +50,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
                    "settings to try, combined: active_procs ({fraction: L} or {procs: L}), "
                    "power_cap ({fraction: L} or {watts: L}), window (L); L is a list or "
                    "{from, to, step}"),
-    "sla": (dict, {"metric": "mean_bsld", "max": 200.0},
-            "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
+    "sla": (dict, {},
+            "default: the run's sla; {metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
             "feedback: false | true | {relax_below, full_above}}"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
@@ -120,12 +120,22 @@ class RunConfig:
 
     def sla_spec(self) -> SlaSpec:
         """The SLA the run's windows are judged by: ``sla`` as given, its metric and max
-        defaulting to the controller's."""
-        given = self.sla or {}
-        base = self.controller["sla"] if self.controller is not None else {}
-        return SlaSpec(given.get("metric", base.get("metric", "mean_bsld")),
-                       float(given.get("max", base.get("max", 200.0))),
-                       float(given.get("window_s", WEEK_S)))
+        defaulting to the controller's, then to mean_bsld <= 200."""
+        return self._sla_from(self.sla, None if self.controller is None
+                              else self.controller["sla"], self.sla)
+
+    def controller_sla(self) -> SlaSpec:
+        """The SLA the controller keeps: its own metric and max, defaulting to the run's
+        ``sla``, then to mean_bsld <= 200 (the window is the run's)."""
+        return self._sla_from(self.controller["sla"], self.sla, self.sla)
+
+    @staticmethod
+    def _sla_from(first: dict | None, then: dict | None, window: dict | None) -> SlaSpec:
+        first, then = first or {}, then or {}
+        pick = {k: first.get(k, then.get(k)) for k in ("metric", "max")}  # key by key
+        return SlaSpec(pick["metric"] or "mean_bsld",
+                       float(200.0 if pick["max"] is None else pick["max"]),
+                       float((window or {}).get("window_s", WEEK_S)))
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -327,8 +337,9 @@ def _check_controller(src: str, spec: dict) -> dict:
     if set(sla) - {"metric", "max", "feedback"}:
         raise ConfigError(f"{where}.sla.{sorted(set(sla) - {'metric', 'max', 'feedback'})[0]}: "
                           f"unknown key (known: metric, max, feedback)")
-    metric, limit = _check_sla_limit(f"{where}.sla", sla)
-    out["sla"] = {"metric": metric, "max": limit,
+    _check_sla_limit(f"{where}.sla", sla)
+    given = {k: (float(v) if k == "max" else v) for k, v in sla.items() if k in ("metric", "max")}
+    out["sla"] = {**given,
                   "feedback": _check_feedback(f"{where}.sla.feedback", sla.get("feedback", False))}
     cost = out["cost"]
     if isinstance(cost, str):

@@ -473,8 +473,8 @@ class Controller:
     wake_energy_j: float = 0.0
     #: the function a batch of what-ifs runs (a top-level function, shipped to workers)
     batch: Any = what_if_batch
-    #: SLA feedback (:mod:`olsctl.feedback`): a floor under the candidates from the
-    #: slowdown realized so far (None: open loop)
+    #: SLA feedback (:mod:`olsctl.feedback`): the limit of each tick's what-ifs from the
+    #: slowdown realized so far (None: open loop, the SLA's own limit)
     feedback: Any = None
     decisions: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
@@ -489,6 +489,11 @@ class Controller:
     _cut: dict = field(default_factory=dict)
     # the last tick missed the SLA (see _use_pool)
     _after_miss: bool = False
+    # the limit this tick's what-ifs must meet (the SLA's, or feedback's)
+    _limit: float = INF
+
+    def __post_init__(self) -> None:
+        self._limit = self.settings.sla_max
 
     def start(self, sim) -> None:
         """Schedule the first tick at the first submission."""
@@ -514,19 +519,22 @@ class Controller:
             record.update(trials=[], chosen=self._current.as_dict(),
                           reason=f"kept: changed less than min_dwell_s ago", sla_met=None)
         else:
-            task = self._task(sim, snap)
             cands = s.candidates(st.total_procs)
-            if self.feedback is not None:
-                cands = self._above_floor(cands, st.start_s, now, record)
+            self._limit = s.sla_max
+            if self.feedback is not None:  # the limit from the slowdown realized so far
+                pressure = self.feedback.pressure(st.start_s, now)
+                self._limit = self.feedback.limit_at(pressure)
+                record["feedback"] = {"pressure": pressure, "limit": self._limit}
             self._cut.clear()
             try:
+                task = self._task(sim, snap)
                 trials = self._search(task, cands, snap.n_waiting)
                 failed = [t for t in trials if t.error is not None]
                 if not failed:
-                    best, reason, met = choose(trials, s.sla_metric, s.sla_max)
+                    best, reason, met = choose(trials, s.sla_metric, self._limit)
                     if not met:  # raises when a what-if run for it fails
                         trials = self._complete_closest(task, trials, snap.n_waiting)
-                        best, reason, met = choose(trials, s.sla_metric, s.sla_max)
+                        best, reason, met = choose(trials, s.sla_metric, self._limit)
             except Exception as exc:  # e.g. a worker process died
                 trials = []
                 failed = [f"{type(exc).__name__}: {exc}"]
@@ -548,26 +556,6 @@ class Controller:
         self.decisions.append(record)
         if not sim.finished:
             sim.at(now + s.interval_s, self._tick)
-
-    def _above_floor(self, cands: list[Candidate], start_s: list[float], now: float,
-                     record: dict) -> list[Candidate]:
-        """The candidates the feedback's floor leaves (their active processors, and caps
-        when caps are tried, at least the floor's share of the way up their range); the
-        pressure and floor go into ``record``."""
-        from olsctl.feedback import allowed
-
-        fb = self.feedback
-        pressure = fb.pressure(start_s, now)
-        floor = fb.floor(pressure)
-        record["feedback"] = {"pressure": pressure, "floor": floor}
-        if floor <= 0.0:
-            return cands
-        min_active = allowed([c.active_procs for c in cands], floor)
-        kept = [c for c in cands if c.active_procs >= min_active - 1e-9]
-        if self.settings.caps_w:
-            min_cap = allowed([c.cap_w for c in kept], floor)
-            kept = [c for c in kept if c.cap_w >= min_cap - 1e-9]
-        return kept
 
     def _policy_window(self) -> int | None:
         if not self.settings.windows:
@@ -595,7 +583,7 @@ class Controller:
                 if sim.state.power is not None:
                     arrivals_power = sim.state.power.subset(list(range(lo, hi)))
         return WhatIfTask(snap, self.policy, s.cost, arrivals, arrivals_power, s.horizon_s,
-                          s.interval_s, self.wake_energy_j, (s.sla_metric, s.sla_max),
+                          s.interval_s, self.wake_energy_j, (s.sla_metric, self._limit),
                           sim.wake_latency_s)
 
     def _evaluate(self, task: WhatIfTask, cands: list[Candidate], waiting: int,
@@ -736,7 +724,7 @@ class Controller:
                 lo, hi = b
                 if lo < hi:
                     mid = (lo + hi) // 2
-                    if done[groups[k][mid]].metric(s.sla_metric) <= s.sla_max:
+                    if done[groups[k][mid]].metric(s.sla_metric) <= self._limit:
                         b[1] = mid
                     else:
                         b[0] = mid + 1
@@ -771,7 +759,7 @@ class Controller:
             done.update(zip(batch, self._evaluate(task, batch, waiting, pool)))
             for c in batch:
                 kept.add(c)
-                if done[c].error is not None or done[c].metric(s.sla_metric) <= s.sla_max:
+                if done[c].error is not None or done[c].metric(s.sla_metric) <= self._limit:
                     self.whatifs -= len(done) - len(kept)  # count only what is logged
                     return [done[c] for c in cands if c in kept]
         return [done[c] for c in cands]
@@ -856,7 +844,21 @@ class Controller:
                 "search": s.search,
                 "arrivals": s.arrivals,
                 "horizon_s": s.horizon_s,
-                "sla": {"metric": s.sla_metric, "max": s.sla_max}}
+                "sla": {"metric": s.sla_metric, "max": s.sla_max},
+                **self._feedback_summary()}
+
+    def _feedback_summary(self) -> dict:
+        """With feedback: its settings and the ticks whose limit it tightened."""
+        if self.feedback is None:
+            return {}
+        fs = self.feedback.settings
+        limits = [d["feedback"]["limit"] for d in self.decisions if "feedback" in d]
+        return {"feedback": {"relax_below": fs.relax_below, "full_above": fs.full_above,
+                             "window_s": self.feedback.window_s,
+                             "tightened_ticks": sum(1 for v in limits
+                                                    if v < self.settings.sla_max),
+                             "mean_limit": math.fsum(limits) / len(limits) if limits
+                             else None}}
 
 
 def _axes(c: Candidate) -> tuple:

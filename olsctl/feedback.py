@@ -1,7 +1,7 @@
 """SLA feedback: the controller's what-ifs see only the jobs already in the system, while
 users judge the slowdown their jobs had, window by window (a calendar week by default).
-This module closes that loop: from what the main simulator has realized so far it
-derives a capacity floor under the controller's candidates.
+This module closes that loop: from what the main simulator has realized so far it sets
+the limit each tick's what-ifs must meet.
 
 The rule (deterministic, and it reads only the past):
 
@@ -13,13 +13,17 @@ The rule (deterministic, and it reads only the past):
 - **Pressure** ``p``: the realized metric of the current window and of the previous
   one, blended by how much of the current window has gone by (at its start all the
   previous window's, at its end all its own), over the SLA's limit.
-- **Floor** ``f = clip((p - relax_below) / (full_above - relax_below), 0, 1)``: the
-  candidates the controller may choose are those whose active processors (and power
-  cap, when it tries caps) are at least ``f`` of the way from the smallest candidate
-  value to the largest. While the realized slowdown is low the controller chooses as
-  without feedback; as it nears the SLA the machine may shrink less; from
-  ``full_above`` x the limit on it keeps its largest setting until the slowdown falls
-  again.
+- **Limit** ``SLA x (1 - clip((p - relax_below) / (full_above - relax_below), 0, 1))``,
+  and never below the metric's least value (1 for a bounded slowdown, 0 for a wait).
+  While the realized slowdown stays below ``relax_below`` x the SLA the what-ifs must
+  meet the SLA itself (the open-loop rule); above it the limit falls linearly, to its
+  least value from ``full_above`` x the SLA on. Under a low limit few candidates meet
+  it, and when none does the controller takes the one whose what-if comes closest (as
+  in open loop), so the machine grows until the realized slowdown falls again.
+
+The defaults (0.05, 0.3) aim the realized slowdown well below the SLA: the room left
+covers what the what-ifs cannot see (the jobs still to come in the window, and how much
+a week's mean moves with small changes in the schedule).
 """
 
 from __future__ import annotations
@@ -31,22 +35,22 @@ from dataclasses import dataclass
 import numpy as np
 
 #: defaults of ``controller.sla.feedback``
-RELAX_BELOW = 0.1
-FULL_ABOVE = 0.5
+RELAX_BELOW = 0.05
+FULL_ABOVE = 0.3
 
 
 @dataclass(frozen=True)
 class FeedbackSettings:
-    """``controller.sla.feedback`` as validated: pressures (realized metric / SLA limit)
-    below ``relax_below`` set no floor; from ``full_above`` on, the floor is the largest
-    setting."""
+    """``controller.sla.feedback`` as validated: under a pressure (realized metric / SLA
+    limit) of ``relax_below`` the what-ifs must meet the SLA's own limit; from
+    ``full_above`` on, the metric's least value."""
 
     relax_below: float = RELAX_BELOW
     full_above: float = FULL_ABOVE
 
 
 class SlaFeedback:
-    """The realized SLA metric of a run so far, and the floor it sets (see the module).
+    """The realized SLA metric of a run so far, and the limit it sets (see the module).
 
     ``submit_s``, ``runtime_s`` and ``estimate_s`` are the workload's jobs in the main
     state's job order; windows are ``window_s`` long from ``origin_s`` (the week origin
@@ -63,6 +67,8 @@ class SlaFeedback:
         self._submit = np.asarray(submit_s, dtype=float)
         self._runtime = np.asarray(runtime_s, dtype=float)
         self._estimate = np.asarray(estimate_s, dtype=float)
+        #: a window's realized metric once every job of it has finished, by window index
+        self._final: dict[int, float] = {}
 
     def window_at(self, now_s: float) -> tuple[int, float]:
         """The index of the window holding ``now_s`` and its start (seconds)."""
@@ -74,32 +80,46 @@ class SlaFeedback:
         """The SLA metric, as realized by ``now_s``, of the jobs submitted in
         [``lo_s``, ``hi_s``) by then (None: no such job). ``start_s`` is the main state's
         start times (NaN: not started)."""
+        lo, hi = self._range(now_s, lo_s, hi_s)
+        return None if hi <= lo else self._metric(start_s, now_s, lo, hi)[0]
+
+    def _range(self, now_s: float, lo_s: float, hi_s: float) -> tuple[int, int]:
+        """The jobs submitted in [lo_s, hi_s) by ``now_s``, as an index range."""
         submits = self._submit_list
         lo = bisect_left(submits, lo_s)
-        hi = min(bisect_left(submits, hi_s, lo), bisect_right(submits, now_s, lo))
-        if hi <= lo:
-            return None
+        return lo, min(bisect_left(submits, hi_s, lo), bisect_right(submits, now_s, lo))
+
+    def _metric(self, start_s: list[float], now_s: float, lo: int, hi: int) -> tuple[float, bool]:
+        """The SLA metric of jobs ``lo:hi`` as realized by ``now_s``, and whether it is
+        final (every one of them has finished)."""
         submit = self._submit[lo:hi]
         start = np.asarray(start_s[lo:hi], dtype=float)
         started = start == start
         wait = np.where(started, start - submit, now_s - submit)
-        if self.metric == "mean_wait_s":
-            return float(wait.mean())
-        if self.metric == "max_wait_s":
-            return float(wait.max())
         runtime = self._runtime[lo:hi]
         done = started & (start + runtime <= now_s)
+        final = bool(done.all())
+        if self.metric == "mean_wait_s":
+            return float(wait.mean()), final
+        if self.metric == "max_wait_s":
+            return float(wait.max()), final
         bsld = 1.0 + wait / np.maximum(10.0, np.where(done, runtime, self._estimate[lo:hi]))
         if self.metric == "p95_bsld":
-            return float(np.percentile(bsld, 95))
-        return float(bsld.mean())
+            return float(np.percentile(bsld, 95)), final
+        return float(bsld.mean()), final
 
     def pressure(self, start_s: list[float], now_s: float) -> float:
         """The blended realized metric of the current and previous windows over the
         SLA's limit (0 before any job)."""
-        _, w0 = self.window_at(now_s)
+        k, w0 = self.window_at(now_s)
         cur = self.realized(start_s, now_s, w0, w0 + self.window_s)
-        prev = self.realized(start_s, now_s, w0 - self.window_s, w0)
+        prev = self._final.get(k - 1)
+        if prev is None:
+            lo, hi = self._range(now_s, w0 - self.window_s, w0)
+            if hi > lo:
+                prev, final = self._metric(start_s, now_s, lo, hi)
+                if final:  # every job of it has finished: it no longer changes
+                    self._final = {k - 1: prev}
         if cur is None and prev is None:
             return 0.0
         if cur is None:
@@ -109,14 +129,11 @@ class SlaFeedback:
         gone = min(1.0, max(0.0, (now_s - w0) / self.window_s))
         return (gone * cur + (1.0 - gone) * prev) / self.limit
 
-    def floor(self, pressure: float) -> float:
-        """The floor (0: none, 1: the largest setting only) a pressure sets."""
+    def limit_at(self, pressure: float) -> float:
+        """The limit a tick's what-ifs must meet under ``pressure``: the SLA's up to
+        ``relax_below``, falling linearly to the metric's least value (1 for a bounded
+        slowdown, 0 for a wait) at ``full_above``."""
         s = self.settings
-        return min(1.0, max(0.0, (pressure - s.relax_below) / (s.full_above - s.relax_below)))
-
-
-def allowed(values: list[float], floor: float) -> float:
-    """The smallest value a candidate may have under ``floor``: ``floor`` of the way
-    from the smallest of ``values`` to the largest."""
-    lo, hi = min(values), max(values)
-    return lo + floor * (hi - lo)
+        tight = min(1.0, max(0.0, (pressure - s.relax_below) / (s.full_above - s.relax_below)))
+        least = 1.0 if self.metric.endswith("bsld") else 0.0
+        return max(least, self.limit * (1.0 - tight))

@@ -10,8 +10,31 @@ seconds otherwise, or nothing. :func:`monitor` reads a feed back, from this or a
 machine, into the same views.
 
 Feed lines: a ``start`` record (title, first submission, span, jobs, processors, sample
-interval, pace, SLA), then ``sample`` records, and after the run an ``end`` record
-(``status``: finished, failed or interrupted). Only ``wall_s`` depends on the machine.
+interval, pace, the controller's SLA, and ``sla_windows``: the SLA the run's windows are
+judged by, with the window length and origin), then ``sample`` records, and after the run
+an ``end`` record (``status``: finished, failed or interrupted). Only ``wall_s`` depends on
+the machine.
+
+SLA windows as the run goes (:class:`SlaWindows`). The windows are those of summary.json's
+``weekly`` rows: ``window_s`` long (a calendar week by default) from the week origin
+(:func:`olsctl.metrics.week_origin`), and a job belongs to the window it was submitted in;
+the SLA is the run config's (:meth:`olsctl.config.RunConfig.sla_spec`: the controller's, or
+mean_bsld <= 200). Each sample carries
+
+- ``window_bsld``: the mean bounded slowdown of the jobs submitted in the current window
+  (the one holding the sample's time) that have started so far; null if none has;
+- ``windows_judged`` / ``windows_kept``: windows judged so far, and how many kept the SLA
+  (its metric of the window's jobs within its bound). A window is judged once its
+  verdict can no longer change: when it has ended and every job submitted in it has
+  started, on all those jobs, as summary.json's ``weekly`` rows judge it. Under a backlog
+  the count so lags behind the windows that have ended, but it never has to be taken
+  back, and the last sample's (after the run) is summary.json's ``sla``. (Judging a
+  window at its end on the jobs started by then would be timelier but far kinder: the
+  jobs still waiting are the ones that break it.) Windows without jobs are not judged.
+
+Each sample only adds the jobs started since the one before (``sim.jobs`` grows in start
+order) to running sums per window, and looks at the windows that have ended but are not
+judged yet, so the cost per sample does not grow with the run.
 """
 
 from __future__ import annotations
@@ -20,6 +43,7 @@ import json
 import math
 import os
 import time
+from bisect import bisect_left
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +58,7 @@ from rich.table import Table
 from rich.text import Text
 
 from olsctl.errors import ConfigError, OlsctlError
+from olsctl.metrics import BSLD_BOUND_S, WEEK_S, SlaSpec, week_origin
 
 FEED_NAME = "live.jsonl"
 #: SimPy priority of a sample: before every other event of its instant
@@ -148,6 +173,109 @@ class FeedReader:
         return records
 
 
+# -- SLA windows as the run goes --------------------------------------------------------
+class SlaWindows:
+    """Judges a run's SLA windows as it goes (module docstring: when and how).
+
+    ``submit_s`` are the run's submit times, ascending (:class:`olsctl.state.SimState`'s).
+    Feed :meth:`add` every started job, in start order; call :meth:`close_until` with the
+    sample's time before reading :attr:`kept` / :attr:`judged`."""
+
+    def __init__(self, sla: SlaSpec, origin_s: float, submit_s: list[float]) -> None:
+        self.sla = sla
+        self.origin_s = origin_s
+        self.submit_s = submit_s
+        self.kept = self.judged = 0
+        #: per window with a started job: [jobs started, sum of their bounded slowdowns,
+        #: sum of waits (s), max wait (s), their bounded slowdowns (p95 only)]
+        self._started: dict[int, list] = {}
+        #: windows that have ended and are not judged yet: their number of jobs
+        self._waiting: dict[int, int] = {}
+        self._first_job = 0  # the first job of the windows that have not ended
+
+    def window_of(self, time_s: float) -> int:
+        """The window holding ``time_s`` (0: the one of the week origin)."""
+        return int((time_s - self.origin_s) // self.sla.window_s)
+
+    def add(self, submit_s: float, start_s: float, runtime_s: float) -> None:
+        """A job that has started."""
+        w = self.window_of(submit_s)
+        acc = self._started.get(w)
+        if acc is None:
+            acc = self._started[w] = [0, 0.0, 0.0, 0.0,
+                                      [] if self.sla.metric == "p95_bsld" else None]
+        wait = start_s - submit_s
+        bsld = 1.0 + wait / max(BSLD_BOUND_S, runtime_s)
+        acc[0] += 1
+        acc[1] += bsld
+        acc[2] += wait
+        acc[3] = max(acc[3], wait)
+        if acc[4] is not None:
+            acc[4].append(bsld)
+
+    def mean_bsld(self, time_s: float) -> float | None:
+        """Mean bounded slowdown of the started jobs of the window holding ``time_s``."""
+        acc = self._started.get(self.window_of(time_s))
+        return acc[1] / acc[0] if acc else None
+
+    def close_until(self, time_s: float) -> None:
+        """Judge the windows that ended at or before ``time_s`` (``math.inf``: every
+        window) and all of whose jobs have started."""
+        last = self.window_of(time_s) if math.isfinite(time_s) else math.inf
+        submit, n = self.submit_s, len(self.submit_s)
+        while self._first_job < n:  # the windows (with jobs) that ended since the last call
+            w = self.window_of(submit[self._first_job])
+            if w >= last:
+                break
+            end = self.origin_s + (w + 1) * self.sla.window_s
+            stop = max(bisect_left(submit, end, self._first_job), self._first_job + 1)
+            self._waiting[w] = stop - self._first_job
+            self._first_job = stop
+        everything = last == math.inf  # the run is over: every job has started
+        for w in [w for w, jobs in self._waiting.items()
+                  if w in self._started and (everything or self._started[w][0] >= jobs)]:
+            del self._waiting[w]
+            self._judge(self._started[w])
+
+    def _judge(self, acc: list) -> None:
+        n, bsld_sum, wait_sum, wait_max, bslds = acc
+        metric = self.sla.metric
+        value = (bsld_sum / n if metric == "mean_bsld"
+                 else wait_sum / n if metric == "mean_wait_s"
+                 else wait_max if metric == "max_wait_s"
+                 else _percentile(bslds, 95.0))
+        self.judged += 1
+        self.kept += value <= self.sla.max
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """numpy's default (linear) percentile, as summary.json's ``p95_bsld``."""
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def trace_calendar(config) -> tuple[int | None, int | None]:
+    """``UnixStartTime`` and ``TimeZone`` from the header of the trace of ``config`` (a
+    :class:`olsctl.config.RunConfig`): what places its calendar weeks. (None, None) when the
+    trace cannot be read (the run itself then says why)."""
+    from olsctl.swf import SwfReader
+    from olsctl.workload import resolve_trace
+
+    try:
+        reader = SwfReader(resolve_trace(config.trace, config.base_dir), skip_bad_lines=True)
+        for _record in reader:  # the header is the comment lines before the first job
+            break
+    except OlsctlError:
+        return None, None
+    return reader.header.first_int("UnixStartTime"), reader.header.first_int("TimeZone")
+
+
+def window_unit(window_s: float) -> str:
+    """What one SLA window is called on the dashboard: week, day or window."""
+    return "week" if window_s == WEEK_S else "day" if window_s == 86400 else "window"
+
+
 # -- formatting -------------------------------------------------------------------------
 def fmt_span(seconds: float) -> str:
     """``12d 03:04:05`` (days only when there are any)."""
@@ -238,6 +366,9 @@ class Dashboard:
         if s.get("power_w") is not None:
             parts.append(f"power {fmt_si(s['power_w'], 'W')}/{fmt_si(s.get('cap_w'), 'W')}")
         parts.append(f"mean bsld {_fixed(s.get('mean_bsld'), 2)}")
+        if "windows_judged" in s:
+            parts.append(f"SLA {s['windows_kept']}/{s['windows_judged']} kept")
+            parts.append(f"window bsld {_fixed(s.get('window_bsld'), 2)}")
         parts.append(f"util {_percent(s.get('utilization'))}")
         d = s.get("decision")
         if d is not None:
@@ -294,6 +425,9 @@ class Dashboard:
             grid.add_row("power", self._power_text(s, inner))
         grid.add_row("so far", f"mean bsld {_fixed(s.get('mean_bsld'), 2)}   utilization "
                                f"{_percent(s.get('utilization'))}")
+        windows = h.get("sla_windows")
+        if isinstance(windows, dict) and "windows_judged" in s:
+            grid.add_row("sla", _sla_text(windows, s))
         return Panel(grid, title=title, title_align="left", width=width)
 
     def _power_text(self, s: dict, inner: int) -> Text:
@@ -361,6 +495,25 @@ def _trials_table(d: dict, metric: str, room: int) -> Table:
     if not trials:
         table.add_row("", "-", *(["-"] * (has_cap + has_window)), "-", "-", "no what-if run")
     return table
+
+
+_METRIC_WORDS = {"mean_bsld": "mean bsld", "p95_bsld": "p95 bsld", "mean_wait_s": "mean wait",
+                 "max_wait_s": "max wait"}
+
+
+def _sla_text(windows: dict, s: dict) -> str:
+    """``mean bsld <= 200: 36/40 weeks kept (90.0%)  this week 53.37``."""
+    metric = str(windows.get("metric", "mean_bsld"))
+    limit = windows.get("max")
+    limit_text = "-" if not isinstance(limit, (int, float)) else (
+        f"{limit:g} s" if metric.endswith("_s") else f"{limit:g}")
+    unit = window_unit(windows.get("window_s", WEEK_S))
+    judged, kept = s.get("windows_judged") or 0, s.get("windows_kept") or 0
+    count = (f"{kept:,}/{judged:,} {unit}s kept ({_percent(kept / judged)})" if judged
+             else f"no {unit} over yet")
+    now = _fixed(s.get("window_bsld"), 2)
+    now = f"this {unit} {now}" if metric == "mean_bsld" else f"this {unit} mean bsld {now}"
+    return f"{_METRIC_WORDS.get(metric, metric)} <= {limit_text}: {count}  {now}"
 
 
 def _choice(chosen: dict) -> str:
@@ -465,7 +618,12 @@ class LiveRun:
 
     def __init__(self, title: str, view: View | None = None, feed: Feed | None = None,
                  pace: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, sla: SlaSpec | None = None,
+                 calendar: Callable[[], tuple[int | None, int | None]] | None = None) -> None:
+        """``sla``: the SLA the windows are judged by (default mean_bsld <= 200 per week);
+        ``calendar``: gives the trace's ``UnixStartTime`` and ``TimeZone`` (what places
+        calendar weeks), asked once the run is attached; None: weeks start at the first
+        submission."""
         if pace is not None and not (math.isfinite(pace) and pace > 0):
             raise ConfigError(f"command line: --pace: must be a number > 0 (got {pace:g})")
         self.title = title
@@ -473,6 +631,8 @@ class LiveRun:
         self.feed = feed or NullFeed()
         self.pace = pace
         self.clock, self.sleep = clock, sleep
+        self.sla = sla or SlaSpec()
+        self.calendar = calendar
         self.dashboard: Dashboard | None = None
         self._opened = False
 
@@ -488,16 +648,22 @@ class LiveRun:
             step = min(step, self.pace / SAMPLES_PER_WALL_S)
         step = step if step > 0 else 1.0
         settings = getattr(controller, "settings", None)
+        unix_start, tz = self.calendar() if self.calendar is not None else (None, None)
+        origin, origin_date = week_origin(t0, unix_start, tz)
+        windows = SlaWindows(self.sla, origin, st.submit_s)
         header = {"kind": "start", "title": self.title, "start_s": t0, "span_s": span,
                   "jobs": len(st.job_id), "total_procs": st.total_procs, "sample_s": step,
                   "pace": self.pace, "power": st.power is not None,
                   "sla": None if settings is None else {"metric": settings.sla_metric,
-                                                         "max": settings.sla_max}}
+                                                         "max": settings.sla_max},
+                  "sla_windows": {"metric": self.sla.metric, "max": self.sla.max,
+                                  "window_s": self.sla.window_s, "origin_s": origin,
+                                  "origin_date": origin_date}}
         self.dashboard = Dashboard(header)
         self.feed.open()
         self._opened = True
         self.feed.write(header)
-        sampler = _Sampler(self, sim, controller, t0, step)
+        sampler = _Sampler(self, sim, controller, t0, step, windows)
         self.view.start(self.dashboard)
         try:
             sampler.schedule(0)
@@ -526,8 +692,10 @@ class LiveRun:
 class _Sampler:
     """The periodic event of one attached run: the k-th sample at t0 + k x step."""
 
-    def __init__(self, live: LiveRun, sim, controller, t0: float, step: float) -> None:
+    def __init__(self, live: LiveRun, sim, controller, t0: float, step: float,
+                 windows: SlaWindows) -> None:
         self.live, self.sim, self.controller = live, sim, controller
+        self.windows = windows
         self.t0, self.step = t0, step
         self.k = 0
         self.wall0 = live.clock()
@@ -557,21 +725,24 @@ class _Sampler:
             wait = self.wall0 + (now - self.t0) / live.pace - live.clock()
             if wait > 0:
                 live.sleep(wait)
-        sample = self._sample(now)
+        sample = self._sample(now, final)
         if final:
             sample["final"] = True
         live.feed.write(sample)
         live.dashboard.add(sample)
         live.view.update(live.dashboard, final)
 
-    def _sample(self, now: float) -> dict:
+    def _sample(self, now: float, final: bool = False) -> dict:
         sim, st = self.sim, self.sim.state
         jobs = sim.jobs
+        windows = self.windows
         for k in range(self._seen, len(jobs)):
             r = jobs[k]
             self._bsld_sum += 1.0 + (r.start_s - r.submit_s) / max(10.0, r.runtime_s)
             self._area += r.procs * r.runtime_s
+            windows.add(r.submit_s, r.start_s, r.runtime_s)
         self._seen = started = len(jobs)
+        windows.close_until(math.inf if final else now)
         procs, start, runtime = st.procs, st.start_s, st.runtime_s
         left = sum(procs[j] * max(start[j] + runtime[j] - now, 0.0) for _, j in st.running)
         elapsed = now - self.t0
@@ -592,7 +763,9 @@ class _Sampler:
                 "utilization": (_num((self._area - left) / (st.total_procs * elapsed))
                                 if elapsed > 0 and st.total_procs else None),
                 "power_w": _num(power_w), "cap_w": _num(cap_w),
-                "decision": self._last_decision()}
+                "decision": self._last_decision(),
+                "window_bsld": _num(windows.mean_bsld(now)),
+                "windows_kept": windows.kept, "windows_judged": windows.judged}
 
     def _last_decision(self) -> dict | None:
         decisions = getattr(self.controller, "decisions", None)
@@ -642,7 +815,8 @@ def live_run(config, console: Console, show: bool, feed: bool, pace: float | Non
     if config.power is not None and config.power.get("cap") is not None:
         title += " · capped"
     return LiveRun(title, view_for(console) if show else View(),
-                   Feed(Path(config.out) / FEED_NAME) if show or feed else NullFeed(), pace)
+                   Feed(Path(config.out) / FEED_NAME) if show or feed else NullFeed(), pace,
+                   sla=config.sla_spec(), calendar=lambda: trace_calendar(config))
 
 
 # -- following a feed -------------------------------------------------------------------

@@ -12,7 +12,13 @@ where the data supports them:
 
 - ``aggregate``: mean bounded slowdown, utilization and processor savings per log and
   scheme (Lawson & Smirni, Fig. 1), for a study;
-- ``weekly``: mean bounded slowdown and utilization per calendar week (Fig. 2);
+- ``tradeoff``: per run, the share of SLA windows kept against processor savings (and
+  energy, with power), for a study whose runs have summary.json ``sla``;
+- ``weekly``: mean bounded slowdown and utilization per calendar week (Fig. 2), with the
+  SLA's bound on the mean bounded slowdown dashed;
+- ``sla``: a run's mean and 95th-percentile bounded slowdown (or waits, for a wait SLA)
+  per SLA window against the SLA, the windows that broke it marked, and the mean active
+  processors per window, for a run whose summary.json has ``sla`` and its window rows;
 - ``activity``: active and busy processors over time, and the bounded-slowdown ECDF
   (Fig. 3), per log;
 - ``power``: machine power against the cap over time (Wallace et al., Fig. 6/7), per run
@@ -41,8 +47,9 @@ from rich import box
 from rich.table import Table
 
 from olsctl.errors import OlsctlError
+from olsctl.metrics import WEEK_S
 from olsctl.output import json_text, write_atomic
-from olsctl.reporting import _f, _pct, run_summary_table
+from olsctl.reporting import _f, _pct, run_summary_table, sla_window_text
 from olsctl.workload import BUNDLED
 
 PREDICT_FILE = "predict.json"
@@ -60,7 +67,10 @@ SUMMARY_METRICS = ("jobs", "processors", "first_submit_s", "makespan_s", "mean_b
 #: study table: results.csv column, heading, scale, digits (None: a percentage)
 STUDY_FIGURES = (("mean_bsld", "mean bsld", 1.0, 2), ("mean_wait_s", "wait h", 1 / 3600, 2),
                  ("utilization", "util", 1.0, 3), ("processor_savings", "savings", 1.0, None),
-                 ("energy_j", "energy MWh", 1 / 3.6e9, 2), ("csr", "CSR", 1.0, None))
+                 ("energy_j", "energy MWh", 1 / 3.6e9, 2), ("csr", "CSR", 1.0, None),
+                 ("sla_windows_kept_share", "SLA kept", 1.0, None))
+#: window row figures that summary.json files written before the SLA windows may lack
+ROW_FIGURES = ("start_s", "jobs", "p95_bsld", "mean_wait_s", "max_wait_s", "mean_active_procs")
 
 
 class ReportError(OlsctlError):
@@ -183,7 +193,28 @@ def read_summary(path: Path) -> dict:
         if start is not None and not (isinstance(start, str)
                                       and re.fullmatch(r"\d{4}-\d{2}-\d{2}", start)):
             raise ReportError(f"{path}: weekly[{i}].week_start: not a date: {start!r}")
+        for key in ROW_FIGURES:  # absent in older files; a number or null when there
+            if key in week and week[key] is not None and not _is_number(week[key]):
+                raise ReportError(f"{path}: weekly[{i}].{key}: not a number: {week[key]!r}")
+        if week.get("sla_kept") not in (None, True, False):
+            raise ReportError(f"{path}: weekly[{i}].sla_kept: not true, false or null: "
+                              f"{week['sla_kept']!r}")
+    if "sla" in data:  # absent in files written before the SLA windows
+        _check_sla(path, data["sla"])
     return data
+
+
+def _check_sla(path: Path, sla: Any) -> None:
+    """summary.json's ``sla``: the metric, its bound, the window length and the count of
+    windows kept."""
+    ok = (isinstance(sla, dict) and isinstance(sla.get("metric"), str)
+          and all(_is_number(sla.get(k)) for k in ("max", "window_s", "windows",
+                                                   "windows_kept"))
+          and sla["window_s"] > 0 and 0 <= sla["windows_kept"] <= sla["windows"]
+          and (sla.get("kept_share") is None or _is_number(sla["kept_share"])))
+    if not ok:
+        raise ReportError(f"{path}: sla: needs metric, max, window_s > 0, windows, "
+                          f"windows_kept (at most windows) and kept_share (a number or null)")
 
 
 def _is_number(x: Any) -> bool:
@@ -542,10 +573,11 @@ def _matplotlib() -> SimpleNamespace | None:
         import matplotlib.ticker as mticker
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
     except ImportError:
         return None
     return SimpleNamespace(matplotlib=matplotlib, dates=mdates, ticker=mticker,
-                           Figure=Figure, Canvas=FigureCanvasAgg)
+                           Figure=Figure, Canvas=FigureCanvasAgg, Line2D=Line2D)
 
 
 def plot_data(source: Source) -> PlotData | None:
@@ -585,8 +617,12 @@ def _plan(data: PlotData) -> list[tuple[str, Callable[[], Any]]]:
     plan: list[tuple[str, Callable[[], Any]]] = []
     if src.kind == "study" and any(k in src.metric_columns for k, *_ in AGGREGATE):
         plan.append(("aggregate", lambda: aggregate_figure(src, mpl)))
+    if src.kind == "study" and any(_kept_share(r.summary) is not None for r in src.runs):
+        plan.append(("tradeoff", lambda: tradeoff_figure(src, mpl)))
     if data.series:
         plan.append(("weekly", lambda: weekly_figure(src, mpl)))
+    if src.kind == "run" and has_sla_windows(src.runs[0].summary):
+        plan.append(("sla", lambda: sla_figure(src.runs[0], mpl)))
     for log in src.logs:
         series = [s for s in data.series if s.entry.log == log]
         name = "activity" if src.kind == "run" else f"activity-{_safe(log)}"
@@ -690,6 +726,10 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     logs = source.logs
     fig = _figure(mpl, min(20.0, max(7.0, 4.8 * len(logs))), 6.0)
     axes = fig.subplots(2, len(logs), squeeze=False, sharex="col")
+    lengths = {float(r.summary["sla"]["window_s"]) for r in source.runs
+               if isinstance(r.summary.get("sla"), dict)}
+    in_weeks = lengths <= {WEEK_S}  # the rows are weeks (or a summary from before)
+    unit = "week" if in_weeks else "SLA window"
     for col, log in enumerate(logs):
         top, bottom = axes[0][col], axes[1][col]
         runs = [r for r in source.runs if r.log == log]
@@ -712,11 +752,11 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
                                               if w["mean_bsld"] is not None], dtype=float))
         bottom.set_ylim(0, 102)
         top.set_ylabel("mean bounded slowdown (log scale)")
-        top.set_title(f"{log}: mean bounded slowdown of the week's jobs")
+        top.set_title(f"{log}: mean bounded slowdown of the {unit}'s jobs")
         bottom.set_ylabel("utilization (% of processors)")
-        bottom.set_title(f"{log}: utilization per week")
-        bottom.set_xlabel("calendar week (start date)" if dated
-                          else "week since the first submission")
+        bottom.set_title(f"{log}: utilization per {unit}")
+        bottom.set_xlabel((f"calendar {unit}" if in_weeks else unit) + " (start date)" if dated
+                          else f"{unit} since the first submission")
         if dated:
             locator = mpl.dates.AutoDateLocator()
             bottom.xaxis.set_major_locator(locator)
@@ -731,15 +771,193 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="outside lower center",
                    ncols=min(len(handles), 7))
-    fig.suptitle(f"{_name(source)}: weekly transient metrics")
+    fig.suptitle(f"{_name(source)}: {'weekly' if in_weeks else 'per SLA window'} transient "
+                 f"metrics")
     return fig
 
 
 def _sla(summary: dict) -> float | None:
-    """The controller's SLA bound when it is on the mean bounded slowdown."""
-    sla = _section(summary, "controller").get("sla") or {}
-    return float(sla["max"]) if sla.get("metric") == "mean_bsld" and \
+    """The bound on the mean bounded slowdown a run is judged by: summary.json's ``sla``
+    (in a summary from before it, the controller's), when its metric is mean_bsld."""
+    sla = summary.get("sla")
+    if not isinstance(sla, dict):
+        sla = _section(summary, "controller").get("sla") or {}
+    return float(sla["max"]) if sla.get("metric", "mean_bsld") == "mean_bsld" and \
         _is_number(sla.get("max")) else None
+
+
+def _kept_share(summary: dict) -> float | None:
+    """The share of a run's SLA windows (with jobs) that kept its SLA, if known."""
+    sla = summary.get("sla")
+    return float(sla["kept_share"]) if isinstance(sla, dict) and \
+        _is_number(sla.get("kept_share")) else None
+
+
+def has_sla_windows(summary: dict) -> bool:
+    """Whether a run's summary.json has its SLA and window rows with every figure the
+    ``sla`` plot draws (summaries from before the SLA windows do not)."""
+    rows = summary["weekly"]
+    return isinstance(summary.get("sla"), dict) and bool(rows) and all(
+        "sla_kept" in w and all(k in w for k in ROW_FIGURES) for w in rows)
+
+
+def _sla_words(summary: dict) -> str:
+    """``mean_bsld <= 200 per calendar week``."""
+    sla = summary["sla"]
+    dated = any(w.get("week_start") for w in summary["weekly"])
+    return (f"{sla['metric']} <= {float(sla['max']):g} "
+            f"{sla_window_text(float(sla['window_s']), dated)}")
+
+
+def sla_figure(entry: RunEntry, mpl: SimpleNamespace) -> Any:
+    """One run's SLA windows: the window's mean and 95th-percentile bounded slowdown (log
+    scale; mean and max wait for a wait SLA) against the SLA bound, the windows that broke
+    it shaded and crossed; below, the mean active and busy processors per window and the
+    machine size."""
+    summary, rows = entry.summary, entry.summary["weekly"]
+    sla, m = summary["sla"], summary["metrics"]
+    window_s = float(sla["window_s"])
+    dated = all(w.get("week_start") for w in rows)
+    if dated:  # window starts as dates (a whole number of days long), drawn at mid-window
+        start = np.array([w["week_start"] for w in rows], dtype="datetime64[D]").astype(
+            "datetime64[s]")
+        width = np.timedelta64(int(window_s), "s")
+        x, edges = start + width // 2, (start, start + width)
+    else:  # windows since the first: the origin is the first window's start
+        index = np.array([w["week"] for w in rows], dtype=float)
+        x, edges = index + 0.5, (index, index + 1.0)
+    metric = str(sla["metric"])
+    wait = metric.endswith("_s")
+    series = ((("mean_wait_s", "mean wait"), ("max_wait_s", "max wait")) if wait
+              else (("mean_bsld", "mean bounded slowdown"), ("p95_bsld", "p95 bounded "
+                                                                         "slowdown")))
+    scale = 1 / 3600 if wait else 1.0
+
+    def column(key: str, factor: float = 1.0) -> np.ndarray:
+        return np.array([np.nan if w.get(key) is None else w[key] * factor for w in rows],
+                        dtype=float)
+
+    fig = _figure(mpl, 11.0, 6.5)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    for (key, label), color in zip(series, ("C0", "C1")):
+        top.plot(x, column(key, scale), marker="o", markersize=3, linewidth=1.0, color=color,
+                 label=f"{label} of the window's jobs")
+    limit = float(sla["max"]) * scale
+    top.axhline(limit, color="0.2", linestyle="--", linewidth=1.2,
+                label=f"SLA: {metric} <= {float(sla['max']):g}")
+    broken = [i for i, w in enumerate(rows) if w.get("sla_kept") is False]
+    for k, i in enumerate(broken):
+        top.axvspan(edges[0][i], edges[1][i], color="C3", alpha=0.12, linewidth=0,
+                    label=None if k else "window that broke the SLA")
+    if broken:
+        values = column(metric, scale)
+        top.plot(x[broken], values[broken], linestyle="none", marker="x", markersize=7,
+                 color="C3", label=f"{metric} of a window that broke it")
+    if wait:
+        top.set_ylabel("wait (hours)")
+        top.set_ylim(bottom=0)
+    else:
+        top.set_yscale("log")
+        shown = np.concatenate([column(k) for k, _ in series] + [np.array([limit])])
+        _log_axis(top.yaxis, mpl, shown)
+        top.set_ylabel("bounded slowdown (log scale)")
+    top.set_title("the SLA per window: its jobs' " + ("waits" if wait else "slowdown"))
+    top.legend(loc="upper left", ncols=3)
+    top.margins(y=0.25 if wait else 0.1)
+    if not wait:  # room above the curves for the legend, on the log scale
+        lo, hi = top.get_ylim()
+        top.set_ylim(lo, hi * (hi / lo) ** 0.35)
+    procs = m["processors"]
+    bottom.plot(x, column("mean_active_procs"), marker="o", markersize=3, linewidth=1.0,
+                color="C0", label="mean active processors")
+    bottom.plot(x, column("utilization", procs), marker=".", markersize=3, linewidth=0.8,
+                color="0.5", label="mean busy processors (utilization x processors)")
+    bottom.axhline(procs, color="0.2", linestyle=":", linewidth=1.0,
+                   label=f"machine ({procs:,})")
+    for i in broken:
+        bottom.axvspan(edges[0][i], edges[1][i], color="C3", alpha=0.12, linewidth=0)
+    bottom.set_ylim(0, procs * 1.3)
+    bottom.set_xlim(edges[0][0], edges[1][-1])  # whole windows, first to last
+    bottom.set_ylabel("processors")
+    bottom.set_title("processors per window")
+    bottom.legend(loc="upper left", ncols=3)
+    if dated:
+        locator = mpl.dates.AutoDateLocator()
+        bottom.xaxis.set_major_locator(locator)
+        bottom.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
+        bottom.set_xlabel("window (start date)")
+    else:
+        bottom.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+        bottom.set_xlabel("window (number, 0: the first)")
+    n, kept = int(sla["windows"]), int(sla["windows_kept"])
+    fig.suptitle(f"{entry.log}: SLA {_sla_words(summary)}: {kept:,} of {n:,} windows with "
+                 f"jobs kept ({_pct(_kept_share(summary))})")
+    return fig
+
+
+#: one marker per scheme in the trade-off plot
+MARKERS = "osD^vP*X<>hp"
+
+
+def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
+    """Per run of a study (with summary.json ``sla``): the share of its SLA windows that
+    kept the SLA against its processor savings and, when runs have power, its energy
+    relative to the same log's run with the least processor savings; colour per log,
+    marker per scheme."""
+    runs = [r for r in source.runs if _kept_share(r.summary) is not None]
+    energy = {r.run_id: float(r.summary["power"]["energy_j"]) for r in runs
+              if isinstance(r.summary.get("power"), dict)
+              and _is_number(r.summary["power"].get("energy_j"))}
+    fig = _figure(mpl, 11.5 if energy else 7.5, 4.8)
+    axes = fig.subplots(1, 2 if energy else 1, squeeze=False)[0]
+    logs, variants = source.logs, source.variants
+
+    def style(run: RunEntry) -> dict:
+        return {"color": f"C{logs.index(run.log) % 10}",
+                "marker": MARKERS[variants.index(run.variant) % len(MARKERS)]}
+
+    for run in runs:
+        x = 100 * _kept_share(run.summary)
+        savings = 100 * run.summary["metrics"]["processor_savings"]
+        axes[0].plot([x], [savings], linestyle="none", markersize=8, alpha=0.85, **style(run))
+    axes[0].set_ylabel("processor savings (% of processors)")
+    axes[0].set_title("processor savings")
+    refs: dict[str, RunEntry] = {}
+    if energy:
+        for log in logs:  # the log's run with the least savings (first on ties)
+            group = [r for r in runs if r.log == log and r.run_id in energy]
+            if group:
+                refs[log] = min(group, key=lambda r: r.summary["metrics"]["processor_savings"])
+        for run in runs:
+            if run.run_id in energy and run.log in refs:
+                ref = energy[refs[run.log].run_id]
+                y = 100 * energy[run.run_id] / ref if ref > 0 else np.nan
+                axes[1].plot([100 * _kept_share(run.summary)], [y], linestyle="none",
+                             markersize=8, alpha=0.85, **style(run))
+        names = {r.variant for r in refs.values()}
+        of = (f"{names.pop()}" if len(names) == 1 else "the log's run with the least savings")
+        axes[1].set_ylabel(f"energy (% of {of})")
+        axes[1].set_title(f"energy relative to {of}")
+        axes[1].axhline(100, color="0.5", linestyle=":", linewidth=1.0)
+    for ax in axes:
+        ax.set_xlabel("SLA windows kept (% of the windows with jobs)")
+        lo = min(100 * _kept_share(r.summary) for r in runs)
+        ax.set_xlim(max(0.0, lo - 0.1 * max(100 - lo, 10)), 100 + 0.05 * max(100 - lo, 10))
+        ax.margins(y=0.15)
+    slas = sorted({_sla_words(r.summary) for r in runs})
+    logs_shown = [log for log in logs if any(r.log == log for r in runs)]
+    swatches = [mpl.Line2D([], [], linewidth=6, color=f"C{logs.index(log) % 10}", label=log)
+                for log in logs_shown]
+    marks = [mpl.Line2D([], [], linestyle="none", marker=MARKERS[j % len(MARKERS)],
+                        markersize=8, color="0.35", label=variant)
+             for j, variant in enumerate(variants) if any(r.variant == variant for r in runs)]
+    others = [c for c in source.grid if c != "trace"] or ["scheme"]
+    fig.legend(handles=swatches, loc="outside right upper", title="log (colour)")
+    fig.legend(handles=marks, loc="outside right lower",
+               title=f"{', '.join(others)} (marker)")
+    what = slas[0] if len(slas) == 1 else "each run's own SLA (" + "; ".join(slas) + ")"
+    fig.suptitle(f"{_name(source)}: what the SLA costs: {what}")
+    return fig
 
 
 def activity_figure(source: Source, series: list[RunSeries], mpl: SimpleNamespace) -> Any:

@@ -7,6 +7,8 @@ from rich.console import Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from olsctl.metrics import WEEK_S
+
 
 def _f(x: float | None, digits: int = 4) -> str:
     if x is None:
@@ -20,6 +22,36 @@ def _pct(x: float | None) -> str:
 
 def _days(seconds: float) -> str:
     return f"{seconds / 86400:,.1f} d"
+
+
+def sla_window_text(window_s: float, dated: bool = True) -> str:
+    """How long an SLA window is, in words: ``per calendar week`` (``per week`` when the
+    weeks start at the first submission, ``dated`` False), ``per day``, ``per window of 3
+    days``, ``per window of 6 hours``, ``per window of 900 s``."""
+    if window_s == WEEK_S:
+        return "per calendar week" if dated else "per week"
+    for unit_s, unit in ((86400.0, "day"), (3600.0, "hour")):
+        n = window_s / unit_s
+        if n.is_integer():
+            return f"per {unit}" if n == 1 else f"per window of {n:,.0f} {unit}s"
+    return f"per window of {window_s:,.10g} s"
+
+
+def sla_rows(summary: dict) -> list[tuple[str, str]]:
+    """The table rows of a run's SLA (summary.json ``sla``): what it is, and how many of
+    the windows with jobs kept it; none for a summary written before olsctl had them."""
+    sla = summary.get("sla")
+    if not isinstance(sla, dict):
+        return []
+    weekly = summary.get("weekly")
+    dated = isinstance(weekly, list) and any(isinstance(r, dict) and r.get("week_start")
+                                             for r in weekly)
+    what = (f"{sla.get('metric', '?')} <= {float(sla['max']):g} "
+            f"{sla_window_text(float(sla['window_s']), dated)}")
+    n, kept = int(sla.get("windows") or 0), int(sla.get("windows_kept") or 0)
+    share = sla.get("kept_share")
+    count = f"{kept:,} of {n:,} ({_pct(share)})" if n else "- (no window with jobs)"
+    return [("SLA", what), ("SLA windows kept", count)]
 
 
 def run_summary_table(summary: dict) -> Table:
@@ -41,6 +73,8 @@ def run_summary_table(summary: dict) -> Table:
     table.add_row("mean wait", f"{_f(m['mean_wait_s'], 2)} s")
     table.add_row("max wait", f"{_f(m['max_wait_s'], 0)} s")
     table.add_row("mean turnaround", f"{_f(m['mean_turnaround_s'], 2)} s")
+    for label, value in sla_rows(summary):
+        table.add_row(label, value)
     table.add_row("utilization", _f(m["utilization"]))
     table.add_row("utilization of active processors", _f(m["utilization_active"]))
     table.add_row("processor savings", _pct(m["processor_savings"]))

@@ -258,6 +258,7 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                 except (ValueError, TypeError) as exc:
                     raise ConfigError(f"{src}.candidates.policy.{name}[{i}]: {exc}") from None
             params.append((name, tuple(values)))
+    sla = config.controller_sla()
     cost = c["cost"]
     weights = (((cost, 1.0),) if isinstance(cost, str)
                else tuple((k, float(v)) for k, v in cost["weights"].items()))
@@ -271,7 +272,7 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         interval_s=c["interval_s"],
         fractions=tuple(ap.get("fraction", ())), procs=tuple(ap["procs"]) if "procs" in ap else None,
         caps_w=caps_w, windows=windows, params=tuple(params),
-        sla_metric=c["sla"]["metric"], sla_max=c["sla"]["max"], cost=weights,
+        sla_metric=sla.metric, sla_max=sla.max, cost=weights,
         search=c["search"], arrivals=c["arrivals"],
         horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),
         min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
@@ -286,8 +287,8 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         header = workload.header
         origin, _ = week_origin(float(workload.submit_s[0]), header.first_int("UnixStartTime"),
                                 header.first_int("TimeZone"))
-        feedback = SlaFeedback(FeedbackSettings(**c["sla"]["feedback"]), c["sla"]["metric"],
-                               c["sla"]["max"], config.sla_spec().window_s, origin,
+        feedback = SlaFeedback(FeedbackSettings(**c["sla"]["feedback"]), sla.metric,
+                               sla.max, sla.window_s, origin,
                                workload.submit_s, workload.runtime_s, estimates)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)

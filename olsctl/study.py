@@ -60,14 +60,18 @@ STUDY_KEYS: dict[str, str] = {
 }
 BACKENDS = ("loky", "dask")
 #: run config keys that are mappings, so a grid key may go inside them
-SECTIONS = ("policy", "power", "controller")
+SECTIONS = ("policy", "power", "controller", "sla")
 #: results.csv columns after the id and the grid: every run, then with a controller
-#: somewhere in the grid, then with power somewhere in the grid
+#: somewhere in the grid, then with power somewhere in the grid, then every run again
+#: (the last columns came last, so the earlier ones keep their places)
 BASE_METRICS = ("jobs", "mean_bsld", "p95_bsld", "max_bsld", "mean_wait_s", "max_wait_s",
                 "mean_turnaround_s", "utilization")
 CONTROLLER_METRICS = ("utilization_active", "mean_active_procs", "processor_savings",
                       "ticks", "sla_misses")
 POWER_METRICS = ("energy_j", "mean_power_w", "peak_power_w", "csr", "forced_starts")
+#: the share of the run's SLA windows (those with jobs) that kept its SLA (summary.json
+#: ``sla.kept_share``; empty for a run stored before olsctl wrote it)
+SLA_METRICS = ("sla_windows_kept_share",)
 RUN_FILES = ("jobs.csv", "timeseries.csv", "summary.json")
 
 
@@ -116,7 +120,7 @@ class Study:
             cols += CONTROLLER_METRICS
         if any(p.config.power is not None for p in self.points):
             cols += POWER_METRICS
-        return cols
+        return cols + SLA_METRICS
 
 
 # --- reading and checking a study file -------------------------------------------------
@@ -140,7 +144,8 @@ def study_from_data(data: dict, path: Path, out: str | None = None,
     settings = _run_settings(src, data, out, n_jobs, path)
     points = _expand(src, study_dir, base, axes)
     columns = tuple(a.name for a in axes)
-    taken = {"id", *BASE_METRICS, *CONTROLLER_METRICS, *POWER_METRICS} & set(columns)
+    taken = {"id", *BASE_METRICS, *CONTROLLER_METRICS, *POWER_METRICS, *SLA_METRICS} \
+        & set(columns)
     if taken:
         raise ConfigError(f"{src}: grid.{sorted(taken)[0]}: the name of a results.csv column "
                           f"olsctl fills; name the axis otherwise")
@@ -653,12 +658,19 @@ def write_tables(study: Study, done: dict[str, dict], failed: dict[str, str]) ->
 
 #: the summary.json section of each results.csv figure that is not in ``metrics``
 METRIC_SECTIONS = {"ticks": "controller", "sla_misses": "controller",
-                   **{name: "power" for name in POWER_METRICS}}
+                   **{name: "power" for name in POWER_METRICS},
+                   "sla_windows_kept_share": "sla"}
+#: results.csv figures named otherwise in their summary.json section
+METRIC_KEYS = {"sla_windows_kept_share": "kept_share"}
 
 
 def metric_values(summary: dict, columns: tuple[str, ...]) -> list:
     """The ``columns`` of a run's summary.json (None where the run has no such figure)."""
-    return [(summary.get(METRIC_SECTIONS.get(c, "metrics")) or {}).get(c) for c in columns]
+    out = []
+    for c in columns:
+        section = summary.get(METRIC_SECTIONS.get(c, "metrics"))
+        out.append(section.get(METRIC_KEYS.get(c, c)) if isinstance(section, dict) else None)
+    return out
 
 
 def results_csv(study: Study, done: dict[str, dict]) -> str:
@@ -752,10 +764,11 @@ def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
     from rich import box
     from rich.table import Table
 
+    caption = f"runs in {study.out_dir / 'runs'}"
+    if not ids:
+        caption += ", ids in results.csv; SLA %: share of the SLA windows kept"
     table = Table(title=f"olsctl study: {study.source}", title_justify="left",
-                  caption=f"runs in {study.out_dir / 'runs'}" + ("" if ids else
-                                                                  ", ids in results.csv"),
-                  caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+                  caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     if not ids:
         table.add_column("#", justify="right", no_wrap=True)
     for i, col in enumerate(study.columns):
@@ -789,6 +802,7 @@ def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int]]:
         shown.append(("processor_savings", ("saved", 1.0), 3))
     if POWER_METRICS[0] in study.metric_columns:
         shown += [("energy_j", ("MWh", 1 / 3.6e9), 2), ("csr", ("CSR", 1.0), 3)]
+    shown.append(("sla_windows_kept_share", ("SLA %", 100.0), 1))
     return shown
 
 

@@ -11,7 +11,7 @@ import pytest
 from olsctl.cli import main
 from olsctl.config import build_config
 from olsctl.errors import ConfigError
-from olsctl.feedback import FeedbackSettings, SlaFeedback, allowed
+from olsctl.feedback import FeedbackSettings, SlaFeedback
 
 WEEK = 604800
 
@@ -35,23 +35,34 @@ def _run(tmp_path, name, controller_sla, extra=""):
 
 def test_feedback_keeps_the_week_after_one_that_broke_the_sla(tmp_path, monkeypatch):
     """A 4-processor machine, candidates 1 or 4 processors, SLA mean bsld <= 50, ticks
-    hourly from t = 0. Each week: a 1-processor job of 100 s, then 5 s later a 2-processor
-    job of 10 s. At the week's first tick nothing waits but the first job, so open loop
-    shrinks to 1 processor; the second job waits for the next tick (3600 s after the
-    week's first submission), bsld 1 + 3590 / 10 = 360, the week's mean (1 + 360) / 2 =
-    180.5: both weeks broken. With feedback the first week goes the same way (nothing
-    realized yet), but at week 1's first tick the pressure is week 0's 180.5 / 50 = 3.61,
-    the floor is full, the machine stays at 4 and week 1's jobs start at once (mean 1)."""
+    hourly from t = 0 (the first submission: weeks start there too).
+
+    Week 0: A (1 proc, 100 s) at 0, B (2 procs, 10 s) at 10, E (1 proc, 700,000 s) at 20.
+    The first tick sees only A: every candidate meets the SLA, the cheapest wins (1
+    processor). B cannot start on it; E starts when A ends, at 100 (bsld 1 + 80/700000).
+    The tick at 3600 finds B: on 1 processor it never starts, on 4 it starts now (bsld
+    1 + 3590/10 = 360); neither meets, the closest wins (4). Week 0's mean: (1 + 360 +
+    1 + 80/700000) / 3 = 120.67: broken, with or without feedback (nothing realized yet
+    at the first tick: pressure 1/50, the SLA's own limit).
+
+    Week 1: C (1 proc, 100 s) at W + 5 and D (2 procs, 10 s) at W + 10; E still runs. Open
+    loop: at the tick at W nothing waits, every candidate meets the SLA, so 1 processor,
+    held by E: C and D wait for the tick at W + 3600 (bsld 1 + 3595/100 = 36.95 and 360):
+    broken again, mean 198.475. With feedback, the pressure at W is week 0's 120.67 / 50
+    = 2.41, beyond full_above (0.5): the limit is 1, which no candidate meets (E's bsld is
+    just above 1), so the closest, tied, goes to the larger machine: C and D start at
+    once, week 1's mean is 1."""
     monkeypatch.chdir(tmp_path)
-    _swf(tmp_path / "t.swf", [(1, 0, 100, 1), (2, 10, 10, 2),
-                              (3, WEEK + 5, 100, 1), (4, WEEK + 10, 10, 2)])
+    _swf(tmp_path / "t.swf", [(1, 0, 100, 1), (2, 10, 10, 2), (3, 20, 700_000, 1),
+                              (4, WEEK + 5, 100, 1), (5, WEEK + 10, 10, 2)])
     open_s, open_d = _run(tmp_path, "open", "{metric: mean_bsld, max: 50}")
     fb_s, fb_d = _run(tmp_path, "fb", "{metric: mean_bsld, max: 50, feedback: true}")
 
-    assert [w["mean_bsld"] for w in open_s["weekly"]] == [180.5, 180.5]
+    week0 = (1 + 360 + 1 + 80 / 700_000) / 3
+    assert [w["mean_bsld"] for w in open_s["weekly"]] == pytest.approx([week0, 198.475])
     assert [w["sla_kept"] for w in open_s["weekly"]] == [False, False]
     assert open_s["sla"]["kept_share"] == 0.0
-    assert [w["mean_bsld"] for w in fb_s["weekly"]] == [180.5, 1.0]
+    assert [w["mean_bsld"] for w in fb_s["weekly"]] == pytest.approx([week0, 1.0])
     assert [w["sla_kept"] for w in fb_s["weekly"]] == [False, True]
     assert fb_s["sla"] == {"metric": "mean_bsld", "max": 50.0, "window_s": float(WEEK),
                            "windows": 2, "windows_kept": 1, "kept_share": 0.5}
@@ -59,11 +70,11 @@ def test_feedback_keeps_the_week_after_one_that_broke_the_sla(tmp_path, monkeypa
     open_at = {d["time_s"]: d for d in open_d}
     fb_at = {d["time_s"]: d for d in fb_d}
     assert open_at[0.0]["chosen"] == fb_at[0.0]["chosen"] == {"active_procs": 1}
-    assert fb_at[0.0]["feedback"] == {"pressure": 1 / 50, "floor": 0.0}  # job 1: bsld 1
+    assert fb_at[0.0]["feedback"] == {"pressure": 1 / 50, "limit": 50.0}  # A: bsld 1
     assert open_at[WEEK]["chosen"] == {"active_procs": 1}
     assert fb_at[WEEK]["chosen"] == {"active_procs": 4}
-    assert fb_at[WEEK]["feedback"]["pressure"] == pytest.approx(180.5 / 50)
-    assert fb_at[WEEK]["feedback"]["floor"] == 1.0
+    assert fb_at[WEEK]["feedback"]["pressure"] == pytest.approx(week0 / 50)
+    assert fb_at[WEEK]["feedback"]["limit"] == 1.0
     assert "feedback" not in open_at[WEEK]
 
 
@@ -104,14 +115,14 @@ def test_pressure_blends_the_previous_window_as_the_current_one_goes_by():
     assert _feedback([(5000, 1, 1)]).pressure([math.nan], 10.0) == 0.0  # nothing yet
 
 
-def test_floor_rises_linearly_between_the_two_pressures_and_sets_the_smallest_setting():
+def test_limit_falls_linearly_between_the_two_pressures_to_the_least_value():
     fb = SlaFeedback(FeedbackSettings(relax_below=0.2, full_above=0.6), "mean_bsld", 200.0,
                      WEEK, 0.0, [0.0], [1.0], [1.0])
-    assert [fb.floor(p) for p in (0.0, 0.2, 0.4, 0.6, 5.0)] == pytest.approx(
-        [0.0, 0.0, 0.5, 1.0, 1.0])
-    assert allowed([25, 50, 100], 0.0) == 25
-    assert allowed([25, 50, 100], 0.5) == 62.5
-    assert allowed([25, 50, 100], 1.0) == 100
+    assert [fb.limit_at(p) for p in (0.0, 0.2, 0.4, 0.55, 0.6, 5.0)] == pytest.approx(
+        [200.0, 200.0, 100.0, 25.0, 1.0, 1.0])
+    waits = SlaFeedback(FeedbackSettings(), "max_wait_s", 3600.0, WEEK, 0.0, [0.0], [1.0],
+                        [1.0])
+    assert waits.limit_at(0.3) == pytest.approx(1800.0) and waits.limit_at(9.0) == 0.0
 
 
 def test_feedback_decides_the_same_bytes_with_one_and_two_workers(tmp_path, monkeypatch):
@@ -133,8 +144,8 @@ def test_feedback_decides_the_same_bytes_with_one_and_two_workers(tmp_path, monk
     one, two = (json.loads((o / "summary.json").read_text()) for o in outs)
     assert (one["weekly"], one["sla"]) == (two["weekly"], two["sla"])
     decisions = [json.loads(x) for x in (outs[0] / "decisions.jsonl").read_text().splitlines()]
-    floors = {d["feedback"]["floor"] for d in decisions}
-    assert len(floors) > 2  # the floor moved: the feedback did act
+    limits = {d["feedback"]["limit"] for d in decisions}
+    assert len(limits) > 2  # the limit moved: the feedback did act
 
 
 def test_load_scale_compresses_submit_times_from_the_first(tmp_path, monkeypatch):
@@ -175,3 +186,10 @@ def test_run_sla_defaults_to_the_controllers_and_can_be_set_apart():
     cfg = build_config({"sla": {"max": 80, "window_s": 86400}})
     assert (cfg.sla_spec().metric, cfg.sla_spec().max, cfg.sla_spec().window_s) == (
         "mean_bsld", 80.0, 86400.0)
+
+
+def test_the_controller_keeps_the_runs_sla_unless_it_has_its_own():
+    cfg = build_config({"sla": {"max": 80}, "controller": {}})
+    assert (cfg.controller_sla().metric, cfg.controller_sla().max) == ("mean_bsld", 80.0)
+    cfg = build_config({"sla": {"max": 80}, "controller": {"sla": {"max": 120}}})
+    assert (cfg.controller_sla().max, cfg.sla_spec().max) == (120.0, 80.0)

@@ -4,7 +4,9 @@ replays a finished run and follows one written by another process."""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import re
 import subprocess
@@ -18,7 +20,8 @@ from rich.console import Console
 from conftest import REPO_ROOT, make_workload
 from olsctl.cli import main
 from olsctl.live import (PLAIN_EVERY_S, Dashboard, Feed, FeedReader, LiveRun, PlainView,
-                         fmt_si, fmt_span, monitor, sparkline)
+                         SlaWindows, fmt_si, fmt_span, monitor, sparkline)
+from olsctl.metrics import SlaSpec
 from olsctl.policies import make_policy
 from olsctl.sim import MainSimulator
 
@@ -187,10 +190,15 @@ def test_the_dashboard_fits_an_80_by_24_terminal(full_run):
         lines = text.splitlines()
         assert max(len(line) for line in lines) <= 80
         assert len(lines) <= 23, text
-        for label in ("time", "speed", "jobs", "procs", "power", "so far"):
+        for label in ("time", "speed", "jobs", "procs", "power", "so far", "sla"):
             assert re.search(rf"│ {label} ", text), (label, text)
     final = _render(dash)
     assert "60/60 done (100.0%)" in final and "finished" in final
+    s = dash.latest  # the run's one week, judged at its end: the controller's SLA
+    assert s["windows_judged"] == 1 and 0 <= s["windows_kept"] <= 1
+    assert re.search(rf"│ sla +mean bsld <= 3: {s['windows_kept']}/1 weeks kept "
+                     rf"\({100.0 * s['windows_kept']:.1f}%\)  this week "
+                     rf"{s['window_bsld']:,.2f} +│", final), final
     assert "controller · " in final and "SLA mean_bsld <= 3.0" in final
     assert re.search(r"│ >\s+\d+\s+[\d.]+ kW", final)  # the chosen candidate, marked
     assert "pred. mean_bsld" in final and "cost" in final
@@ -378,3 +386,107 @@ def test_the_dashboard_in_a_pseudo_terminal_shows_its_panels_and_moves(tmp_path)
                  "pred. mean_bsld", "sim-s/s"):
         assert text in screen, text
     assert "olsctl run: t.swf" in screen  # then the summary table
+
+
+# --- SLA windows as the run goes -------------------------------------------------------
+
+def _expected_windows(jobs: list[dict], origin: float, window_s: float, limit: float,
+                      now: float, final: bool) -> tuple[float | None, int, int]:
+    """``window_bsld``, ``windows_kept``, ``windows_judged`` at a sample, as the module
+    docstring defines them, recomputed from jobs.csv rows (a sample sees the jobs that
+    started before its time)."""
+    def window(t: float) -> int:
+        return int((t - origin) // window_s)
+
+    def mean_bsld(group: list[dict]) -> float:
+        return sum(1 + (j["start"] - j["submit"]) / max(10.0, j["runtime"])
+                   for j in group) / len(group)
+
+    by_window: dict[int, list[dict]] = {}
+    for j in jobs:
+        by_window.setdefault(window(j["submit"]), []).append(j)
+    kept = judged = 0
+    for w, group in by_window.items():
+        over = origin + (w + 1) * window_s <= now and all(j["start"] < now for j in group)
+        if over or final:
+            judged += 1
+            kept += mean_bsld(group) <= limit
+    current = [j for j in by_window.get(window(now), []) if final or j["start"] < now]
+    return (mean_bsld(current) if current else None), kept, judged
+
+
+def test_feed_samples_judge_the_sla_windows_as_the_run_goes(tmp_path, monkeypatch):
+    """Windows of 5 minutes (the run spans about 40), mean bsld <= 2, a backlog: every
+    sample's counts are those recomputed from jobs.csv, they move, and the last sample's
+    are summary.json's."""
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", 60, 30, procs=24)
+    assert main(["run", "--trace", "t.swf", "--quiet", "--feed", "--out", "o",
+                 "--set", "sla.window_s=300", "--set", "sla.max=2"]) == 0
+    records = _feed(tmp_path / "o" / "live.jsonl")
+    head, samples = records[0], [r for r in records if r["kind"] == "sample"]
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    origin = head["start_s"]  # no UnixStartTime: windows start at the first submission
+    assert head["sla"] is None  # no controller
+    assert head["sla_windows"] == {"metric": "mean_bsld", "max": 2.0, "window_s": 300.0,
+                                   "origin_s": origin, "origin_date": None}
+    with open(tmp_path / "o" / "jobs.csv", newline="") as fh:
+        jobs = [{"submit": float(r["submission_time"]), "start": float(r["starting_time"]),
+                 "runtime": float(r["execution_time"])} for r in csv.DictReader(fh)]
+    for s in samples:
+        bsld, kept, judged = _expected_windows(jobs, origin, 300.0, 2.0, s["time_s"],
+                                               s.get("final", False))
+        assert (s["windows_kept"], s["windows_judged"]) == (kept, judged), s["time_s"]
+        assert s["window_bsld"] == (None if bsld is None else pytest.approx(bsld)), s
+    judged = [s["windows_judged"] for s in samples]
+    assert judged == sorted(judged) and len(set(judged)) >= 4
+    kept = [s["windows_kept"] for s in samples]
+    assert kept == sorted(kept) and [judged[i] - kept[i] for i in (0, -1)] == [0, 3]
+    last = samples[-1]
+    assert (last["windows_kept"], last["windows_judged"]) == \
+        (summary["sla"]["windows_kept"], summary["sla"]["windows"]) == (3, 6)
+
+
+def test_sla_windows_judge_a_window_once_all_its_jobs_have_started():
+    win = SlaWindows(SlaSpec("mean_bsld", 1.5, 100.0), 0.0, [10.0, 50.0, 120.0])
+    win.add(10.0, 20.0, 100.0)  # window 0: bsld 1.1
+    assert win.mean_bsld(50.0) == pytest.approx(1.1) and win.mean_bsld(150.0) is None
+    win.close_until(99.0)
+    assert (win.kept, win.judged) == (0, 0)  # not over yet
+    win.close_until(140.0)
+    assert (win.kept, win.judged) == (0, 0)  # over, but a job still waits
+    win.add(50.0, 150.0, 100.0)  # bsld 2: the window's mean 1.55
+    assert (win.kept, win.judged) == (0, 0)  # judged at the next sample
+    win.close_until(150.0)
+    assert (win.kept, win.judged) == (0, 1)
+    win.add(120.0, 121.0, 10.0)  # window 1: bsld 1.1, all started, not over
+    win.close_until(199.0)
+    assert (win.kept, win.judged) == (0, 1)
+    win.close_until(200.0)
+    assert (win.kept, win.judged) == (1, 2)
+    win.close_until(math.inf)
+    assert (win.kept, win.judged) == (1, 2)  # once
+    # the other metrics, as summary.json computes them
+    for metric, limit, kept in (("p95_bsld", 1.9, 0), ("p95_bsld", 1.91, 1),
+                                ("max_wait_s", 100.0, 1), ("max_wait_s", 99.0, 0),
+                                ("mean_wait_s", 40.0, 1), ("mean_wait_s", 39.0, 0)):
+        w = SlaWindows(SlaSpec(metric, limit, 1000.0), 0.0, [0.0, 1.0, 2.0, 3.0])
+        # waits 0, 20, 40, 100 s of 100 s jobs: bsld 1, 1.2, 1.4, 2 (p95 1.91, linear)
+        for submit, wait in ((0.0, 0.0), (2.0, 20.0), (3.0, 40.0), (1.0, 100.0)):
+            w.add(submit, submit + wait, 100.0)
+        w.close_until(1000.0)
+        assert (w.kept, w.judged) == (kept, 1), (metric, limit)
+
+
+def test_a_feed_without_sla_windows_still_shows(tmp_path):
+    """A feed written before the SLA windows: no sla row, no SLA in the plain line."""
+    head = {"kind": "start", "title": "old", "start_s": 0.0, "span_s": 100.0, "jobs": 2,
+            "total_procs": 4, "sample_s": 1.0, "pace": None, "power": False, "sla": None}
+    dash = Dashboard(head)
+    dash.add({"kind": "sample", "time_s": 10.0, "wall_s": 0.1, "busy_procs": 1,
+              "active_procs": 4, "total_procs": 4, "queue_len": 0, "running": 1, "done": 1,
+              "mean_bsld": 1.0, "utilization": 0.25, "power_w": None, "cap_w": None,
+              "decision": None})
+    text = _render(dash)
+    assert "1/2 done" in text and "│ sla" not in text
+    assert "SLA" not in dash.line() and "window bsld" not in dash.line()

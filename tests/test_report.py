@@ -9,7 +9,10 @@ controller, so every plot has data; each run takes a fraction of a second.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,9 +20,10 @@ import numpy as np
 import pytest
 
 from olsctl.cli import main
-from olsctl.report import (MAX_POINTS, bin_means, change_points, ecdf_points, load_source,
-                           reduce_chunks, reduce_steps, report_tables, step_integral)
-from olsctl.reporting import _f, _pct
+from olsctl.report import (MAX_POINTS, RunEntry, bin_means, change_points, ecdf_points,
+                           load_source, reduce_chunks, reduce_steps, report_tables,
+                           step_integral)
+from olsctl.reporting import _f, _pct, run_summary_table, sla_window_text
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -115,11 +119,13 @@ def test_run_report_tables_and_plots(run_dir, capsys, monkeypatch):
     assert c["changes"] > 0  # the controller moved the active processors
     for cell in (_f(m["mean_bsld"]), _f(m["utilization"]), _pct(m["processor_savings"]),
                  f"{_f(p['energy_j'] / 3.6e9, 2)} MWh", _pct(p["csr"]),
-                 f"{c['ticks']:,} / {c['sla_misses']:,}"):
+                 f"{c['ticks']:,} / {c['sla_misses']:,}",
+                 "mean_bsld <= 20 per calendar week",
+                 f"{summary['sla']['windows_kept']} of {summary['sla']['windows']} ("):
         assert cell in text, cell
     names = sorted(f.name for f in out.iterdir())
-    assert names == ["activity.png", "power.png", "weekly.png"]
-    assert f"wrote 3 plots to {out}: " in text
+    assert names == ["activity.png", "power.png", "sla.png", "weekly.png"]
+    assert f"wrote 4 plots to {out}: " in text
     for name in names:
         _check_png(out / name)
 
@@ -138,14 +144,15 @@ def test_study_report_tables_match_results_csv(study_dir, tmp_path, capsys, monk
         cells = [row["scheme"], f"{float(row['mean_bsld']):,.2f}",
                  f"{float(row['mean_wait_s']) / 3600:,.2f}", f"{float(row['utilization']):.3f}",
                  _pct(float(row["processor_savings"])),
-                 f"{float(row['energy_j']) / 3.6e9:,.2f}", _pct(float(row["csr"]))]
+                 f"{float(row['energy_j']) / 3.6e9:,.2f}", _pct(float(row["csr"])),
+                 _pct(float(row["sla_windows_kept_share"]))]
         assert any(line.split() == ([] if row["scheme"] == "EASY/OLS" else [row["trace"][:-4]])
                    + cells for line in lines), (row, text)
     assert any(float(r["processor_savings"]) > 0 for r in rows)
     names = sorted(f.name for f in out.iterdir())
     power = sorted(f"power-{r['id']}.png" for r in rows)
-    assert names == sorted(["aggregate.png", "weekly.png", "activity-tiny.png",
-                            "activity-other.png", *power])
+    assert names == sorted(["aggregate.png", "tradeoff.png", "weekly.png",
+                            "activity-tiny.png", "activity-other.png", *power])
     for name in names:
         _check_png(out / name)
 
@@ -273,6 +280,13 @@ def test_bad_directories_exit_2_with_one_line(tmp_path, capsys):
     (lambda d: _replace_line(d / "jobs.csv", 3, "bounded_slowdown", "abc"), "jobs.csv:3"),
     (lambda d: _replace_line(d / "timeseries.csv", 5, None, "1,2"), "timeseries.csv:5"),
     (lambda d: (d / "power.csv").write_text("time,mean_power_w\n0,1\n"), "power.csv"),
+    (lambda d: _edit_summary(d, lambda s: s.update(sla="yes")), "summary.json: sla: needs"),
+    (lambda d: _edit_summary(d, lambda s: s["sla"].update(window_s=0)), "summary.json: sla"),
+    (lambda d: _edit_summary(d, lambda s: s["sla"].update(windows_kept=9)), "summary.json: sla"),
+    (lambda d: _edit_summary(d, lambda s: s["weekly"][0].update(p95_bsld="x")),
+     "summary.json: weekly[0].p95_bsld: not a number"),
+    (lambda d: _edit_summary(d, lambda s: s["weekly"][1].update(sla_kept="yes")),
+     "summary.json: weekly[1].sla_kept"),
 ])
 def test_malformed_run_files_name_the_file(run_dir, tmp_path, capsys, damage, where):
     pytest.importorskip("matplotlib")
@@ -358,3 +372,195 @@ def test_reduce_chunks_mean_and_max():
     starts, means = reduce_chunks(values, 4)
     assert starts.tolist() == [0, 3, 6, 9] and means.tolist() == [1, 4, 7, 9]
     assert reduce_chunks(values, 4, how=np.maximum)[1].tolist() == [2, 5, 8, 9]
+
+
+# --- SLA windows ------------------------------------------------------------------------
+
+def _edit_summary(run: Path, change) -> dict:
+    """Apply ``change`` to the summary.json of ``run`` in place; returns the new summary."""
+    summary = json.loads((run / "summary.json").read_text())
+    change(summary)
+    (run / "summary.json").write_text(json.dumps(summary))
+    return summary
+
+
+def _text(*renderables, width: int = 80) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(*renderables)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("window_s, dated, words", [
+    (604800.0, True, "per calendar week"), (604800.0, False, "per week"),
+    (86400.0, True, "per day"), (3 * 86400.0, True, "per window of 3 days"),
+    (3600.0, True, "per hour"), (6 * 3600.0, True, "per window of 6 hours"),
+    (900.0, True, "per window of 900 s"), (1.5, True, "per window of 1.5 s"),
+])
+def test_sla_window_in_words(window_s, dated, words):
+    assert sla_window_text(window_s, dated) == words
+
+
+def test_run_summary_table_shows_the_sla_and_the_windows_kept(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["sla"].update(windows=48, windows_kept=45, kept_share=45 / 48)
+    lines = _text(run_summary_table(summary)).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(re.fullmatch(r"│ SLA +│ mean_bsld <= 20 per calendar week │", x) for x in lines)
+    assert any(re.fullmatch(r"│ SLA windows kept +│ +45 of 48 \(93\.8%\) │", x) for x in lines)
+    summary["sla"].update(window_s=2 * 86400.0, windows=0, windows_kept=0, kept_share=None)
+    text = _text(run_summary_table(summary))
+    assert "mean_bsld <= 20 per window of 2 days" in text and "- (no window with jobs)" in text
+    del summary["sla"]  # a summary written before the SLA windows
+    text = _text(run_summary_table(summary))
+    assert "SLA" not in text and "mean bounded slowdown" in text
+
+
+def test_olsctl_run_prints_the_sla_windows_kept(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(tmp_path)
+    write_swf(tmp_path / "tiny.swf")
+    assert main(["run", "--trace", "tiny.swf", "--out", "o", "--set", "sla.max=1.4"]) == 0
+    sla = json.loads((tmp_path / "o" / "summary.json").read_text())["sla"]
+    assert 0 < sla["windows_kept"] < sla["windows"] == 2
+    out = capsys.readouterr().out
+    assert re.search(r"│ SLA +│ mean_bsld <= 1\.4 per calendar week │", out), out
+    assert re.search(r"│ SLA windows kept +│ +1 of 2 \(50\.0%\) │", out), out
+
+
+def test_sla_plot_marks_the_windows_that_broke_the_sla(run_dir):
+    pytest.importorskip("matplotlib")
+    from olsctl.report import plot_data, sla_figure
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = summary["weekly"]
+    assert len(rows) == 2 and all(w["sla_kept"] for w in rows)
+    rows[1].update(mean_bsld=31.5, sla_kept=False)  # as if the second week broke it
+    summary["sla"].update(windows_kept=1, kept_share=0.5)
+    mpl = plot_data(load_source(run_dir)).mpl
+    fig = sla_figure(RunEntry(run_dir, summary, "tiny", "easy/OLS"), mpl)
+    top, bottom = fig.axes[:2]
+    lines = {line.get_label(): line for line in top.lines}
+    assert list(lines["mean bounded slowdown of the window's jobs"].get_ydata()) == \
+        [rows[0]["mean_bsld"], 31.5]
+    assert list(lines["p95 bounded slowdown of the window's jobs"].get_ydata()) == \
+        [w["p95_bsld"] for w in rows]
+    assert list(lines["SLA: mean_bsld <= 20"].get_ydata()) == [20, 20]
+    assert lines["SLA: mean_bsld <= 20"].get_linestyle() == "--"
+    assert list(lines["mean_bsld of a window that broke it"].get_ydata()) == [31.5]
+    assert len(top.patches) == len(bottom.patches) == 1  # the broken window, shaded
+    assert top.get_yscale() == "log"
+    below = {line.get_label(): line for line in bottom.lines}
+    assert list(below["mean active processors"].get_ydata()) == \
+        [w["mean_active_procs"] for w in rows]
+    assert list(below["machine (32)"].get_ydata()) == [32, 32]
+    assert "1 of 2 windows with jobs kept (50.0%)" in fig.get_suptitle()
+    # a wait SLA: the waits in hours against its bound
+    summary["sla"].update(metric="max_wait_s", max=7200.0)
+    fig = sla_figure(RunEntry(run_dir, summary, "tiny", "easy/OLS"), mpl)
+    lines = {line.get_label(): line for line in fig.axes[0].lines}
+    assert list(lines["max wait of the window's jobs"].get_ydata()) == \
+        pytest.approx([w["max_wait_s"] / 3600 for w in rows])
+    assert list(lines["SLA: max_wait_s <= 7200"].get_ydata()) == [2.0, 2.0]
+
+
+def test_an_older_summary_is_reported_without_the_sla(run_dir, tmp_path, capsys,
+                                                      monkeypatch):
+    """A summary.json written before the SLA windows (no sla, rows without the new
+    figures): the tables and plots as before, no SLA rows, no sla plot, no traceback."""
+    _wide(monkeypatch)
+    pytest.importorskip("matplotlib")
+    from olsctl.report import _plan, plot_data, weekly_figure
+
+    from olsctl.report import has_sla_windows
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old, ignore=shutil.ignore_patterns("report"))
+
+    def strip_rows(summary: dict) -> None:
+        for row in summary["weekly"]:
+            for key in ("start_s", "jobs", "p95_bsld", "mean_wait_s", "max_wait_s",
+                        "mean_active_procs", "sla_kept"):
+                del row[key]
+
+    summary = json.loads((old / "summary.json").read_text())
+    assert has_sla_windows(summary)
+    strip_rows(summary)
+    assert not has_sla_windows(summary)  # the sla plot needs the rows' figures too
+    _edit_summary(old, lambda s: (strip_rows(s), s.pop("sla")))
+    code, text, err = _report(capsys, str(old))
+    assert code == 0, err
+    assert "│ SLA" not in text and "mean bounded slowdown" in text
+    assert sorted(f.name for f in (old / "report").iterdir()) == \
+        ["activity.png", "power.png", "weekly.png"]
+    source = load_source(old)
+    top = weekly_figure(source, plot_data(source).mpl).axes[0]  # the controller's SLA
+    assert [line.get_ydata()[0] for line in top.lines if line.get_linestyle() == "--"] == [20]
+    study = tmp_path / "study"  # nor a trade-off plot for a study of such runs
+    shutil.copytree(old, study / "runs" / "a", ignore=shutil.ignore_patterns("report"))
+    (study / "results.csv").write_text("id,jobs,mean_bsld\na,150,1.5\n")
+    names = [name for name, _ in _plan(plot_data(load_source(study)))]
+    assert "tradeoff" not in names and "weekly" in names
+
+
+def test_tradeoff_plot_places_each_run(study_dir):
+    pytest.importorskip("matplotlib")
+    from olsctl.report import MARKERS, plot_data, tradeoff_figure
+
+    source = load_source(study_dir)
+    for k, run in enumerate(source.runs):  # distinct shares (the tiny logs keep every week)
+        run.summary["sla"]["kept_share"] = 0.5 + 0.1 * k
+    fig = tradeoff_figure(source, plot_data(source).mpl)
+    savings, energy = fig.axes[:2]
+
+    def points(ax) -> dict:
+        return {(line.get_color(), line.get_marker()): (line.get_xdata()[0],
+                                                        line.get_ydata()[0])
+                for line in ax.lines if line.get_marker() not in (None, "None", "")}
+
+    at_savings, at_energy = points(savings), points(energy)
+    assert len(at_savings) == len(at_energy) == 4
+    for k, run in enumerate(source.runs):
+        key = (f"C{source.logs.index(run.log)}",
+               MARKERS[source.variants.index(run.variant)])
+        share = 100 * (0.5 + 0.1 * k)
+        assert at_savings[key] == pytest.approx(
+            (share, 100 * run.summary["metrics"]["processor_savings"]))
+        easy = next(r for r in source.runs if r.log == run.log and r.variant == "EASY")
+        ratio = run.summary["power"]["energy_j"] / easy.summary["power"]["energy_j"]
+        assert at_energy[key] == pytest.approx((share, 100 * ratio))  # EASY saves least
+    assert energy.get_ylabel() == "energy (% of EASY)"
+    assert "each run's own SLA (mean_bsld <= 20 per calendar week; mean_bsld <= 200 per " \
+           "calendar week)" in fig.get_suptitle()
+
+
+def test_study_weekly_plot_draws_each_runs_sla(study_dir):
+    """Runs without a controller are judged by mean_bsld <= 200, with it by its 20."""
+    pytest.importorskip("matplotlib")
+    from olsctl.report import plot_data, weekly_figure
+
+    source = load_source(study_dir)
+    fig = weekly_figure(source, plot_data(source).mpl)
+    for ax in fig.axes[:2]:  # the slowdown panel of each log
+        dashed = sorted(line.get_ydata()[0] for line in ax.lines
+                        if line.get_linestyle() == "--")
+        assert dashed == [20, 200]
+
+
+def test_weekly_plot_names_windows_that_are_not_weeks(run_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    from olsctl.report import plot_data, weekly_figure
+
+    folder = tmp_path / "days"
+    shutil.copytree(run_dir, folder, ignore=shutil.ignore_patterns("report"))
+    source = load_source(folder)
+    mpl = plot_data(source).mpl
+    fig = weekly_figure(source, mpl)
+    assert fig.get_suptitle().endswith(": weekly transient metrics")
+    assert fig.axes[1].get_xlabel() == "calendar week (start date)"
+    source.runs[0].summary["sla"]["window_s"] = 2 * 86400.0  # rows of two days
+    fig = weekly_figure(source, mpl)
+    assert fig.get_suptitle().endswith(": per SLA window transient metrics")
+    assert fig.axes[0].get_title() == "tiny: mean bounded slowdown of the SLA window's jobs"
+    assert fig.axes[1].get_xlabel() == "SLA window (start date)"

@@ -114,7 +114,7 @@ def test_grid_is_the_product_in_grid_order(tmp_path):
     assert easy.policy["name"] == "easy" and easy.policy["order"] == "wfp"
     ols = by_labels[("exact", "easy-ols", "fcfs")]
     assert ols.controller["interval_s"] == 600 and ols.controller["sla"]["max"] == 50
-    assert ols.controller["sla"]["metric"] == "mean_bsld"  # defaults filled around it
+    assert ols.controller_sla().metric == "mean_bsld"  # defaults filled around it
     knap = by_labels[("exact", "knapsack", "wfp")]  # the order goes into the named axis's policy
     assert knap.policy["name"] == "knapsack" and knap.policy["window"] == 8
     assert knap.policy["order"] == "wfp" and knap.power["cap"] == {"fraction": 0.6}
@@ -180,7 +180,8 @@ def test_shipped_studies_expand_to_the_papers_grids():
     assert {p.config.trace for p in lawson.points} == {"KTH-SP2", "SDSC-SP2", "CTC-SP2",
                                                        "SDSC-BLUE"}
     ols = next(p.config.controller for p in lawson.points if p.config.controller)
-    assert ols["interval_s"] == 3600 and ols["sla"] == {"metric": "mean_bsld", "max": 200.0}
+    assert ols["interval_s"] == 3600 and ols["sla"] == {"metric": "mean_bsld", "max": 200.0,
+                                                        "feedback": None}
     wallace = load_study(ROOT / "configs" / "study-wallace.yaml")
     assert len(wallace.points) == 24 and len({p.run_id for p in wallace.points}) == 24
     combos = {(p.config.trace, p.config.power["cap"]["fraction"], p.config.policy["name"],
@@ -248,6 +249,40 @@ def test_the_summary_table_shows_every_run(reference):
     assert text.count(" done") == 6 and "missing" not in text
     first = done[study.points[0].run_id]["metrics"]["mean_bsld"]
     assert f"{first:,.2f}" in text
+
+
+def test_results_csv_ends_with_the_share_of_sla_windows_kept(tmp_path, capsys, monkeypatch):
+    """The last column is each run's summary.json sla.kept_share (empty for a run stored
+    before olsctl wrote it); the study table shows it as a percentage."""
+    from olsctl.study import results_csv
+
+    path = make_study(tmp_path, "base: {trace: tiny.swf}\ngrid:\n  sla:\n"
+                                "    - {window_s: 3600, max: 15}\n"
+                                "    - {window_s: 3600, max: 40}\n")
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["study", str(path), "--out", str(tmp_path / "out")]) == 0
+    study = load_study(path, out=str(tmp_path / "out"))
+    rows = read_rows(tmp_path / "out" / "results.csv")
+    assert list(rows[0])[-1] == "sla_windows_kept_share"
+    done = {p.run_id: json.loads((tmp_path / "out" / "runs" / p.run_id / "summary.json")
+                                 .read_text()) for p in study.points}
+    shares = []
+    for point, row in zip(study.points, rows):
+        sla = done[point.run_id]["sla"]
+        assert sla["windows"] >= 10  # hourly windows over the tiny log's 16 hours
+        assert float(row["sla_windows_kept_share"]) == sla["kept_share"]
+        shares.append(sla["kept_share"])
+    assert 0 < shares[0] < shares[1] < 1
+    lines = capsys.readouterr().out.splitlines()
+    head = next(x.split() for x in lines if x.split()[:1] == ["#"])
+    assert head[-3:] == ["SLA", "%", "status"]
+    assert any(x.strip().endswith("SLA %: share of the SLA windows kept") for x in lines)
+    for point, share in zip(study.points, shares):
+        cells = next(x.split() for x in lines if x.split()[:1] == [str(point.index + 1)])
+        assert cells[-2:] == [f"{100 * share:.1f}", "done"]
+    old = {rid: {k: v for k, v in summary.items() if k != "sla"} for rid, summary in done.items()}
+    assert [line.rsplit(",", 1)[1] for line in results_csv(study, old).splitlines()[1:]] == \
+        ["", ""]
 
 
 def test_a_changed_grid_runs_only_what_is_missing(reference, tmp_path, capsys):
