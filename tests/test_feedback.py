@@ -120,8 +120,8 @@ def test_limit_falls_linearly_between_the_two_pressures_to_the_least_value():
                      WEEK, 0.0, [0.0], [1.0], [1.0])
     assert [fb.limit_at(p) for p in (0.0, 0.2, 0.4, 0.55, 0.6, 5.0)] == pytest.approx(
         [200.0, 200.0, 100.0, 25.0, 1.0, 1.0])
-    waits = SlaFeedback(FeedbackSettings(), "max_wait_s", 3600.0, WEEK, 0.0, [0.0], [1.0],
-                        [1.0])
+    waits = SlaFeedback(FeedbackSettings(relax_below=0.1, full_above=0.5), "max_wait_s",
+                        3600.0, WEEK, 0.0, [0.0], [1.0], [1.0])
     assert waits.limit_at(0.3) == pytest.approx(1800.0) and waits.limit_at(9.0) == 0.0
 
 
