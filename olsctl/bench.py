@@ -199,16 +199,18 @@ class OlsRow:
         return self.controller_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
-#: the controller of configs/easy-ols.yaml
+#: Lawson & Smirni's controller (configs/easy-ols.yaml's, open loop)
 LAWSON_CONTROLLER = {"interval_s": 3600,
                      "candidates": {"active_procs": {"fraction": [0.25, 0.375, 0.5, 0.625,
                                                                   0.75, 0.875, 1.0]}},
                      "sla": {"metric": "mean_bsld", "max": 200}, "cost": "active_procs"}
 
 
-def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "exact") -> OlsRow:
-    """Run EASY/OLS on ``trace`` (outputs to a temporary directory); wall time of the
-    whole run (parsing included) and the controller's part of it."""
+def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "exact",
+              feedback: bool = False) -> OlsRow:
+    """Run EASY/OLS on ``trace`` (outputs to a temporary directory), open loop or with SLA
+    feedback (its defaults); wall time of the whole run (parsing included) and the
+    controller's part of it."""
     import tempfile
 
     from olsctl.config import build_config
@@ -216,8 +218,9 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
 
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
         config = build_config({"trace": trace, "estimates": estimates, "policy": {"name": "easy"},
-                               "out": tmp, "controller": {**LAWSON_CONTROLLER, "n_jobs": n_jobs,
-                                                          "search": search}},
+                               "out": tmp, "controller": {
+                                   **LAWSON_CONTROLLER, "n_jobs": n_jobs, "search": search,
+                                   "sla": {**LAWSON_CONTROLLER["sla"], "feedback": feedback}}},
                               source="bench")
         gc.collect()
         t0 = time.perf_counter()
@@ -241,3 +244,15 @@ def bench_ols_turns(trace: str, search: str = "grid", estimates: str = "exact",
                 best[n_jobs] = row
     return best[1], best[2]
 
+
+def bench_feedback_turns(trace: str, search: str = "grid", estimates: str = "exact",
+                         repeat: int = 1) -> tuple[OlsRow, OlsRow]:
+    """:func:`bench_ols` open loop and with feedback (``n_jobs`` 1), ``repeat`` times in
+    turns; for each, the run whose controller took least."""
+    best: dict[bool, OlsRow] = {}
+    for _ in range(repeat):
+        for feedback in (False, True):
+            row = bench_ols(trace, 1, search, estimates, feedback)
+            if feedback not in best or row.controller_s < best[feedback].controller_s:
+                best[feedback] = row
+    return best[False], best[True]

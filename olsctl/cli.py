@@ -7,6 +7,7 @@ commands hand data to the renderers in :mod:`olsctl.reporting`.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import replace
@@ -137,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                             "n_jobs 1 and 2: wall time and the controller's share")
     bench.add_argument("--search", choices=("grid", "bisect", "cheapest-first"), default="grid",
                        help="the controller's search with --ols (default grid)")
+    bench.add_argument("--feedback", action="store_true",
+                       help="with --ols: compare the controller open loop and with SLA "
+                            "feedback (n_jobs 1, in turns) instead of n_jobs 1 and 2")
     return p
 
 
@@ -298,6 +302,29 @@ def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     return 1 if result.failed else EXIT_OK
 
 
+def _bench_feedback(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
+    from rich.table import Table
+
+    from olsctl.bench import bench_feedback_turns
+
+    best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
+    table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates) open loop and "
+                        f"with SLA feedback: the controller's time{best}")
+    for col in ("log", "ticks", "what-ifs open", "what-ifs fb", "open ctl s", "fb ctl s",
+                "fb/open"):
+        table.add_column(col, justify="right")
+    for path in paths:
+        open_, fb = bench_feedback_turns(str(path), args.search, args.estimates, args.repeat)
+        ratio = fb.controller_s / open_.controller_s if open_.controller_s > 0 else math.nan
+        out.print(f"{open_.trace}: open loop controller {open_.controller_s:.2f} s, with "
+                  f"feedback {fb.controller_s:.2f} s ({ratio:.2f}x)", highlight=False,
+                  soft_wrap=True)
+        table.add_row(open_.trace, f"{open_.ticks:,}", f"{open_.whatifs:,}", f"{fb.whatifs:,}",
+                      f"{open_.controller_s:.2f}", f"{fb.controller_s:.2f}", f"{ratio:.2f}x")
+    out.print(table)
+    return EXIT_OK
+
+
 def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
     from rich.table import Table
 
@@ -362,7 +389,7 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     names = args.traces or list(BUNDLED)
     paths = [resolve_trace(name, Path.cwd()) for name in names]
     if args.ols:
-        return _bench_ols(paths, args, out)
+        return (_bench_feedback if args.feedback else _bench_ols)(paths, args, out)
     rows = []
     for path in paths:
         t0 = time.perf_counter()

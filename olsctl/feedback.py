@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from olsctl.metrics import bounded_slowdown
+
 #: defaults of ``controller.sla.feedback``
 RELAX_BELOW = 0.05
 FULL_ABOVE = 0.3
@@ -103,7 +105,7 @@ class SlaFeedback:
             return float(wait.mean()), final
         if self.metric == "max_wait_s":
             return float(wait.max()), final
-        bsld = 1.0 + wait / np.maximum(10.0, np.where(done, runtime, self._estimate[lo:hi]))
+        bsld = bounded_slowdown(wait, np.where(done, runtime, self._estimate[lo:hi]))
         if self.metric == "p95_bsld":
             return float(np.percentile(bsld, 95)), final
         return float(bsld.mean()), final
