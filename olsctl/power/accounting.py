@@ -142,14 +142,19 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
     seg_times = seg_t
     if wakes and machine.wake_latency_s > 0:
         begin = seg_t[woken > 0] - (machine.wake_latency_s if wake_before else 0.0)
-        seg_times, power = _add_bumps(seg_t, power, np.maximum(begin, t0),
-                                      woken[woken > 0] * machine.wake_energy_j
-                                      / machine.wake_latency_s, machine.wake_latency_s, t_end)
+        bump_w = woken[woken > 0] * machine.wake_energy_j / machine.wake_latency_s
+        starts = np.maximum(begin, t0)
+        seg_times, power = _add_bumps(seg_t, power, starts, bump_w, machine.wake_latency_s,
+                                      t_end)
+        # a wake still under way when the run ends draws the rest of its energy too
+        late_j = float((bump_w * np.maximum(0.0, starts + machine.wake_latency_s - t_end)).sum())
+    else:
+        late_j = 0.0
     caps = np.array([cap.cap_at(t) for t in seg_times[:-1]])
     job_j = float((busy_pow[:-1] * length).sum())
     idle_j = float((machine.idle_w * idle[:-1] * length).sum())
     sleep_j = float((machine.sleep_w * sleeping[:-1] * length).sum())
-    energy = float((power * np.diff(seg_times)).sum())
+    energy = float((power * np.diff(seg_times)).sum()) + late_j
     if machine.wake_latency_s <= 0:
         energy += wake_j
     return PowerTimeline(seg_times, power, caps, energy, job_j, idle_j, sleep_j, wake_j, wakes)
@@ -220,4 +225,13 @@ def summary(tl: PowerTimeline, smp: PowerSamples) -> dict:
         "mean_power_w": tl.energy_j / tl.span_s if tl.span_s > 0 else 0.0,
         "peak_power_w": float(tl.power_w.max()) if tl.power_w.size else 0.0,
         "csr": float(smp.within_cap.mean()) if smp.within_cap.size else 1.0,
+        **_mean_cap(tl),
     }
+
+
+def _mean_cap(tl: PowerTimeline) -> dict:
+    """``mean_cap_w``: the time-mean of the cap in force (what a controller that moves
+    the cap leaves the machine), when every cap is finite."""
+    if tl.span_s <= 0 or not tl.cap_w.size or not np.isfinite(tl.cap_w).all():
+        return {}
+    return {"mean_cap_w": float(np.sum(tl.cap_w * np.diff(tl.times_s)) / tl.span_s)}
