@@ -51,8 +51,9 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
                    "power_cap ({fraction: L} or {watts: L}), window (L); L is a list or "
                    "{from, to, step}"),
     "sla": (dict, {},
-            "default: the run's sla; {metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
-            "feedback: false | true | {relax_below, full_above}}"),
+            "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
+            "feedback: false | true | {relax_below, full_above}}; metric and max default "
+            "to the run's sla"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
     "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "

@@ -900,64 +900,109 @@ MARKERS = "osD^vP*X<>hp"
 
 
 def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
-    """Per run of a study (with summary.json ``sla``): the share of its SLA windows that
-    kept the SLA against its processor savings and, when runs have power, its energy
-    relative to the same log's run with the least processor savings; colour per log,
-    marker per scheme."""
+    """What keeping the SLA costs, per log of a study (one column each): for every run
+    with summary.json ``sla``, the share of its SLA windows that kept the SLA (x) against
+    what it saved (y): processors, the power budget (1 - time-mean cap in force / machine
+    peak) for runs whose cap moves, and with power the energy relative to the log's run
+    that saved least. One colour per scheme; when a grid key holds numbers (an SLA
+    level, say), each scheme's runs are joined in its order and labelled with it."""
     runs = [r for r in source.runs if _kept_share(r.summary) is not None]
-    energy = {r.run_id: float(r.summary["power"]["energy_j"]) for r in runs
-              if isinstance(r.summary.get("power"), dict)
-              and _is_number(r.summary["power"].get("energy_j"))}
-    fig = _figure(mpl, 11.5 if energy else 7.5, 4.8)
-    axes = fig.subplots(1, 2 if energy else 1, squeeze=False)[0]
-    logs, variants = source.logs, source.variants
+    others = [c for c in source.grid if c != "trace"]
+    level = next((i for i in range(len(others))
+                  if all(len(r.labels) > i and _number_text(r.labels[i]) for r in runs)), None)
 
-    def style(run: RunEntry) -> dict:
-        return {"color": f"C{logs.index(run.log) % 10}",
-                "marker": MARKERS[variants.index(run.variant) % len(MARKERS)]}
+    def scheme(r: RunEntry) -> str:
+        rest = [lab for i, lab in enumerate(r.labels) if i != level]
+        return ", ".join(rest) if rest else r.variant
 
-    for run in runs:
-        x = 100 * _kept_share(run.summary)
-        savings = 100 * run.summary["metrics"]["processor_savings"]
-        axes[0].plot([x], [savings], linestyle="none", markersize=8, alpha=0.85, **style(run))
-    axes[0].set_ylabel("processor savings (% of processors)")
-    axes[0].set_title("processor savings")
-    refs: dict[str, RunEntry] = {}
-    if energy:
-        for log in logs:  # the log's run with the least savings (first on ties)
-            group = [r for r in runs if r.log == log and r.run_id in energy]
-            if group:
-                refs[log] = min(group, key=lambda r: r.summary["metrics"]["processor_savings"])
-        for run in runs:
-            if run.run_id in energy and run.log in refs:
-                ref = energy[refs[run.log].run_id]
-                y = 100 * energy[run.run_id] / ref if ref > 0 else np.nan
-                axes[1].plot([100 * _kept_share(run.summary)], [y], linestyle="none",
-                             markersize=8, alpha=0.85, **style(run))
-        names = {r.variant for r in refs.values()}
-        of = (f"{names.pop()}" if len(names) == 1 else "the log's run with the least savings")
-        axes[1].set_ylabel(f"energy (% of {of})")
-        axes[1].set_title(f"energy relative to {of}")
-        axes[1].axhline(100, color="0.5", linestyle=":", linewidth=1.0)
-    for ax in axes:
-        ax.set_xlabel("SLA windows kept (% of the windows with jobs)")
-        lo = min(100 * _kept_share(r.summary) for r in runs)
-        ax.set_xlim(max(0.0, lo - 0.1 * max(100 - lo, 10)), 100 + 0.05 * max(100 - lo, 10))
-        ax.margins(y=0.15)
+    schemes = list(dict.fromkeys(scheme(r) for r in runs))
+    rows = [("processor savings (% of processors)", _processor_savings)]
+    if any(_budget_saved(r.summary) is not None for r in runs):
+        rows.append(("power budget saved (% of peak power: 1 - mean cap / peak)",
+                     _budget_saved))
+    energy_rows = any(_energy_j(r.summary) is not None for r in runs)
+    logs = [log for log in source.logs if any(r.log == log for r in runs)]
+    n_rows = len(rows) + (1 if energy_rows else 0)
+    fig = _figure(mpl, 1.0 + 3.6 * len(logs) + 2.6, 0.6 + 2.9 * n_rows)
+    axes = fig.subplots(n_rows, len(logs), squeeze=False, sharex="col")
+    for col, log in enumerate(logs):
+        here = [r for r in runs if r.log == log]
+        ref = None
+        if energy_rows:
+            powered = [r for r in here if _energy_j(r.summary) is not None]
+            if powered:  # the log's run that saved least (first on ties)
+                ref = min(powered, key=lambda r: (_processor_savings(r.summary),
+                                                  _budget_saved(r.summary) or 0.0))
+        series = list(rows)
+        if energy_rows:
+            series.append(("energy (% of the log's run that saves least)",
+                           lambda sm, ref=ref: (100.0 * _energy_j(sm) / _energy_j(ref.summary)
+                                                if ref is not None and _energy_j(sm) is not None
+                                                else None)))
+        for row, (label, value) in enumerate(series):
+            ax = axes[row][col]
+            for k, name in enumerate(schemes):
+                pts = [r for r in here if scheme(r) == name]
+                if level is not None:
+                    pts.sort(key=lambda r: float(r.labels[level]))
+                xy = [(100 * _kept_share(r.summary), value(r.summary), r) for r in pts]
+                xy = [(x, y, r) for x, y, r in xy if y is not None]
+                if not xy:
+                    continue
+                ax.plot([x for x, _, _ in xy], [y for _, y, _ in xy], marker="o",
+                        markersize=5, linewidth=1.0, color=f"C{k % 10}", label=name)
+                if level is not None and len(schemes) * len(xy) <= 40:
+                    for x, y, r in xy:
+                        ax.annotate(r.labels[level], (x, y), textcoords="offset points",
+                                    xytext=(3, 3), fontsize=7, color=f"C{k % 10}")
+            ax.grid(True, alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(label, fontsize=8)
+            if row == 0:
+                ax.set_title(log)
+            if row == n_rows - 1:
+                ax.set_xlabel("SLA windows kept (%)")
+    handles = [mpl.Line2D([], [], marker="o", color=f"C{k % 10}", label=name)
+               for k, name in enumerate(schemes)]
+    rest = [c for i, c in enumerate(others) if i != level] or ["scheme"]
+    title = ", ".join(rest) + (f" (points: {others[level]})" if level is not None else "")
+    fig.legend(handles=handles, loc="outside right center", title=title, fontsize=8)
     slas = sorted({_sla_words(r.summary) for r in runs})
-    logs_shown = [log for log in logs if any(r.log == log for r in runs)]
-    swatches = [mpl.Line2D([], [], linewidth=6, color=f"C{logs.index(log) % 10}", label=log)
-                for log in logs_shown]
-    marks = [mpl.Line2D([], [], linestyle="none", marker=MARKERS[j % len(MARKERS)],
-                        markersize=8, color="0.35", label=variant)
-             for j, variant in enumerate(variants) if any(r.variant == variant for r in runs)]
-    others = [c for c in source.grid if c != "trace"] or ["scheme"]
-    fig.legend(handles=swatches, loc="outside right upper", title="log (colour)")
-    fig.legend(handles=marks, loc="outside right lower",
-               title=f"{', '.join(others)} (marker)")
-    what = slas[0] if len(slas) == 1 else "each run's own SLA (" + "; ".join(slas) + ")"
-    fig.suptitle(f"{_name(source)}: what the SLA costs: {what}")
+    what = slas[0] if len(slas) == 1 else "each run judged by its own SLA"
+    fig.suptitle(f"{_name(source)}: savings against the SLA windows kept ({what})",
+                 fontsize=10)
     return fig
+
+
+def _number_text(text: str) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _processor_savings(summary: dict) -> float:
+    return 100.0 * float(summary["metrics"].get("processor_savings") or 0.0)
+
+
+def _energy_j(summary: dict) -> float | None:
+    power = summary.get("power")
+    value = power.get("energy_j") if isinstance(power, dict) else None
+    return float(value) if _is_number(value) else None
+
+
+def _budget_saved(summary: dict) -> float | None:
+    """1 - the time-mean cap in force / the machine's peak power (%), for a run whose
+    controller chooses the cap; None otherwise."""
+    power, config = summary.get("power"), summary.get("config")
+    controller = config.get("controller") if isinstance(config, dict) else None
+    if not (isinstance(power, dict) and _is_number(power.get("mean_cap_w"))
+            and isinstance(controller, dict)
+            and "power_cap" in (controller.get("candidates") or {})):
+        return None
+    peak = float(summary["metrics"]["processors"]) * float(config["power"]["peak_w"])
+    return 100.0 * (1.0 - float(power["mean_cap_w"]) / peak) if peak > 0 else None
 
 
 def activity_figure(source: Source, series: list[RunSeries], mpl: SimpleNamespace) -> Any:

@@ -68,7 +68,8 @@ BASE_METRICS = ("jobs", "mean_bsld", "p95_bsld", "max_bsld", "mean_wait_s", "max
                 "mean_turnaround_s", "utilization")
 CONTROLLER_METRICS = ("utilization_active", "mean_active_procs", "processor_savings",
                       "ticks", "sla_misses")
-POWER_METRICS = ("energy_j", "mean_power_w", "peak_power_w", "csr", "forced_starts")
+POWER_METRICS = ("energy_j", "mean_power_w", "peak_power_w", "csr", "forced_starts",
+                 "mean_cap_w")
 #: the share of the run's SLA windows (those with jobs) that kept its SLA (summary.json
 #: ``sla.kept_share``; empty for a run stored before olsctl wrote it)
 SLA_METRICS = ("sla_windows_kept_share",)
