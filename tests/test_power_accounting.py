@@ -95,6 +95,7 @@ def test_hand_worked_timeline_samples_and_csr():
     assert smp.cap_w.tolist() == [1000.0, 700.0]
     assert smp.within_cap.tolist() == [True, False]
     assert summary(tl, smp)["csr"] == 0.5
+    assert summary(tl, smp)["mean_cap_w"] == pytest.approx((1000.0 + 700.0) / 2)  # 300 s each
 
 
 def test_two_phase_job_and_sleep_after_shrinking():

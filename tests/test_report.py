@@ -566,3 +566,15 @@ def test_weekly_plot_names_windows_that_are_not_weeks(run_dir, tmp_path):
     assert fig.get_suptitle().endswith(": per SLA window transient metrics")
     assert fig.axes[0].get_title() == "tiny: mean bounded slowdown of the SLA window's jobs"
     assert fig.axes[1].get_xlabel() == "SLA window (start date)"
+
+
+def test_power_budget_saved_is_one_minus_the_mean_cap_over_the_peak():
+    from olsctl.report import _budget_saved
+
+    summary = {"metrics": {"processors": 100},
+               "config": {"power": {"peak_w": 1000.0},
+                          "controller": {"candidates": {"power_cap": {"fraction": [0.5, 1]}}}},
+               "power": {"mean_cap_w": 60_000.0}}
+    assert _budget_saved(summary) == pytest.approx(40.0)  # 1 - 60 kW / 100 kW
+    summary["config"]["controller"]["candidates"] = {"active_procs": {"fraction": [1.0]}}
+    assert _budget_saved(summary) is None  # the cap does not move: nothing saved on it
