@@ -230,7 +230,8 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                   f"in {wall:.1f} s", highlight=False, markup=False, soft_wrap=True)
         if "controller" in result.summary:
             c = result.summary["controller"]
-            out.print(f"controller: {c['ticks']} ticks, {c['sla_misses']} SLA misses, "
+            missed = "limit" if "feedback" in c else "SLA"
+            out.print(f"controller: {c['ticks']} ticks, {c['sla_misses']} {missed} misses, "
                       f"{result.controller_wall_s:.1f} s of the wall time "
                       f"({100 * result.controller_wall_s / max(wall, 1e-9):.0f}%)",
                       highlight=False)

@@ -399,8 +399,13 @@ def run_extra_table(summary: dict) -> Table | None:
     table.add_column("what", style="bold")
     table.add_column("value", justify="right")
     if isinstance(c, dict):
-        table.add_row("controller ticks / SLA misses", f"{c.get('ticks', 0):,} / "
-                                                       f"{c.get('sla_misses', 0):,}")
+        fb = c.get("feedback")
+        missed = "limit misses" if isinstance(fb, dict) else "SLA misses"
+        table.add_row(f"controller ticks / {missed}", f"{c.get('ticks', 0):,} / "
+                                                      f"{c.get('sla_misses', 0):,}")
+        if isinstance(fb, dict):
+            table.add_row("SLA feedback: ticks tightened / mean limit",
+                          f"{fb.get('tightened_ticks', 0):,} / {_f(_num(fb.get('mean_limit')), 1)}")
         table.add_row("setting changes", f"{c.get('changes', 0):,}")
         table.add_row("mean active processors",
                       _f(summary["metrics"].get("mean_active_procs"), 1))

@@ -76,6 +76,23 @@ def test_feedback_keeps_the_week_after_one_that_broke_the_sla(tmp_path, monkeypa
     assert fb_at[WEEK]["feedback"]["pressure"] == pytest.approx(week0 / 50)
     assert fb_at[WEEK]["feedback"]["limit"] == 1.0
     assert "feedback" not in open_at[WEEK]
+    c = fb_s["controller"]["feedback"]
+    assert c["tightened_ticks"] == sum(1 for d in fb_d if d["feedback"]["limit"] < 50.0) > 0
+
+
+def test_report_names_limit_misses_under_feedback(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+    _swf(tmp_path / "t.swf", [(1, 0, 100, 1), (2, 10, 10, 2), (3, 20, 700_000, 1)])
+    _run(tmp_path, "fb", "{metric: mean_bsld, max: 50, feedback: true}")
+    _run(tmp_path, "open", "{metric: mean_bsld, max: 50}")
+    capsys.readouterr()
+    assert main(["report", "fb", "--out", "rf"]) == 0
+    out = capsys.readouterr().out
+    assert "limit misses" in out and "SLA feedback: ticks tightened" in out
+    assert main(["report", "open", "--out", "ro"]) == 0
+    out = capsys.readouterr().out
+    assert "SLA misses" in out and "SLA feedback" not in out
 
 
 def _feedback(rows, metric="mean_bsld", limit=100.0, window_s=1000.0):
