@@ -923,7 +923,7 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     schemes = list(dict.fromkeys(scheme(r) for r in runs))
     rows = [("processor savings (% of processors)", _processor_savings)]
     if any(_budget_saved(r.summary) is not None for r in runs):
-        rows.append(("power budget saved (% of peak power: 1 - mean cap / peak)",
+        rows.append(("power budget saved (% of peak)",
                      _budget_saved))
     energy_rows = any(_energy_j(r.summary) is not None for r in runs)
     logs = [log for log in source.logs if any(r.log == log for r in runs)]
