@@ -10,7 +10,9 @@ default, as Lawson & Smirni; or an arrivals model) until every job of the snapsh
 scores the snapshot's jobs: bounded slowdowns (known for running jobs, predicted for
 waiting ones), waits, and with power the machine's energy and power over the coming
 interval. Among the candidates meeting the SLA the cheapest wins, ties to the larger
-machine; when none meets it, the one closest to it, and the tick is an SLA miss. The
+machine; when none meets it, the one closest to it, and the tick is an SLA miss. With
+SLA feedback (:mod:`olsctl.feedback`) the limit they must meet is tightened from the
+slowdown the main simulator has realized in the current and previous SLA windows. The
 choice is applied at once (that instant's pass uses it) and logged in
 ``decisions.jsonl``.
 
