@@ -773,9 +773,11 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    if handles:
+    if handles:  # as many columns as fit the figure's width (about 0.07 in a character)
+        per_col_in = 0.07 * max(len(label) for label in handles) + 0.7
+        ncols = max(1, min(len(handles), 7, int(fig.get_figwidth() / per_col_in)))
         fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-                   ncols=min(len(handles), 7))
+                   ncols=ncols)
     fig.suptitle(f"{_name(source)}: {'weekly' if in_weeks else 'per SLA window'} transient "
                  f"metrics")
     return fig
