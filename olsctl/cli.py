@@ -235,6 +235,12 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
                       f"{result.controller_wall_s:.1f} s of the wall time "
                       f"({100 * result.controller_wall_s / max(wall, 1e-9):.0f}%)",
                       highlight=False)
+            if c.get("failures"):
+                ticks = "1 tick" if c["failures"] == 1 else f"{c['failures']} ticks"
+                out.print(f"controller: {ticks} failed (a what-if or the worker "
+                          f"pool raised; each kept the setting in force): see \"failure\" in "
+                          f"{result.out_dir / 'decisions.jsonl'}", style="bold red",
+                          markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK
 
 

@@ -7,6 +7,8 @@ Command-line options override the file and are checked by the same code.
 
 from __future__ import annotations
 
+import copy
+
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from olsctl import backends
 from olsctl.errors import ConfigError
 from olsctl.metrics import WEEK_S, SlaSpec
 from olsctl.policies import REGISTRY, policy_error
@@ -69,6 +72,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "n_jobs": (int, 1, "what-ifs run in parallel, this process included (-1: all cores)"),
     "backend": (str, "processes", "processes (olsctl's worker processes), or a joblib "
                                   "backend (loky, threading, multiprocessing, dask, ray)"),
+    "cluster": (str, None, "with backend dask or ray: local (default: a cluster on this "
+                           "machine for the run) or the address of a running one"),
     "parallel_min_waiting": (int, 100, "ticks with fewer waiting jobs run their what-ifs in "
                                        "process (too small to pay for a worker)"),
     "pool_min_s": (object, "auto", "auto, or the expected in-process seconds of a tick's "
@@ -78,7 +83,7 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
 
 #: where a controller's what-ifs may run besides this process: olsctl's own worker
 #: processes, or a joblib backend (dask and ray once their packages are installed)
-BACKENDS = ("processes", "loky", "threading", "multiprocessing", "dask", "ray")
+BACKENDS = backends.BACKENDS
 
 #: ``power:`` keys: (type, default, help). Watts and seconds per processor.
 POWER_KEYS: dict[str, tuple[Any, Any, str]] = {
@@ -284,8 +289,9 @@ def _check_policy(src: str, spec: Any) -> dict:
                 if isinstance(item, bool) or not isinstance(item, (int, float)):
                     raise ConfigError(f"{src}: policy.{key}[{i}]: must be a number "
                                       f"(got {_kind(item)} {item!r})")
-    for key, param in entry.params.items():
-        out[key] = spec.get(key, param.default)
+    defaults = entry.defaults()  # copies: a run never holds the registry's own lists
+    for key in entry.params:
+        out[key] = copy.deepcopy(spec[key]) if key in spec else defaults[key]
     problem = policy_error(out)
     if problem is not None:
         raise ConfigError(f"{src}: policy.{problem}")
@@ -379,9 +385,7 @@ def _check_controller(src: str, spec: dict) -> dict:
         raise ConfigError(f"{where}.max_step: must be >= 1 (got {out['max_step']})")
     if out["n_jobs"] == 0 or out["n_jobs"] < -1:
         raise ConfigError(f"{where}.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
-    if out["backend"] not in BACKENDS:
-        raise ConfigError(f"{where}.backend: must be one of {', '.join(BACKENDS)} "
-                          f"(got {out['backend']!r})")
+    backends.check(where, out["backend"], out["cluster"])
     if out["parallel_min_waiting"] < 0:
         raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
                           f"(got {out['parallel_min_waiting']})")

@@ -88,8 +88,8 @@ def run_policy(workload: Workload, spec: dict, estimates: str = "exact",
     sim = MainSimulator(workload, policy, workload.estimate_s(estimates))
     problem = policy.prepare(sim.state, workload)
     if model:
-        settings = replace(sim.state.power.settings, **model)
-        sim.state.power = budget_run(workload, settings, sim.state.total_procs)
+        settings = replace(sim.state.budget.settings, **model)
+        sim.state.budget = budget_run(workload, settings, sim.state.total_procs)
         problem = policy.infeasible(sim.state)
     if problem is not None:
         raise ValueError(problem)

@@ -58,7 +58,7 @@ from rich.table import Table
 from rich.text import Text
 
 from olsctl.errors import ConfigError, OlsctlError
-from olsctl.metrics import BSLD_BOUND_S, WEEK_S, SlaSpec, week_origin
+from olsctl.metrics import WEEK_S, SlaSpec, job_bsld, week_origin
 
 FEED_NAME = "live.jsonl"
 #: SimPy priority of a sample: before every other event of its instant
@@ -205,7 +205,7 @@ class SlaWindows:
             acc = self._started[w] = [0, 0.0, 0.0, 0.0,
                                       [] if self.sla.metric == "p95_bsld" else None]
         wait = start_s - submit_s
-        bsld = 1.0 + wait / max(BSLD_BOUND_S, runtime_s)
+        bsld = job_bsld(wait, runtime_s)
         acc[0] += 1
         acc[1] += bsld
         acc[2] += wait
@@ -738,7 +738,7 @@ class _Sampler:
         windows = self.windows
         for k in range(self._seen, len(jobs)):
             r = jobs[k]
-            self._bsld_sum += 1.0 + (r.start_s - r.submit_s) / max(10.0, r.runtime_s)
+            self._bsld_sum += job_bsld(r.start_s - r.submit_s, r.runtime_s)
             self._area += r.procs * r.runtime_s
             windows.add(r.submit_s, r.start_s, r.runtime_s)
         self._seen = started = len(jobs)

@@ -29,7 +29,7 @@ probability ``moldable`` (drawn per job id), unless it asks for one node (a seri
 program stays serial); a moldable job may run on ``round(s x n_req)`` nodes for each
 ``s`` of ``sizes`` (at least 1, at most the machine), a rigid one on ``n_req`` only.
 
-:class:`BudgetRun` rides on :class:`olsctl.state.SimState` as ``state.power`` (and so
+:class:`BudgetRun` rides on :class:`olsctl.state.SimState` as ``state.budget`` (and so
 goes into snapshots and what-ifs): the jobs' model parameters, the power each running
 job holds (integer milliwatts, so sums are exact) and counters for the run's report.
 """

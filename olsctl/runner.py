@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig
@@ -24,9 +26,7 @@ from olsctl.power.profiles import (ProfileSettings, load_power_csv, project_of,
                                    synthetic_profiles)
 from olsctl.power.runtime import power_state
 
-#: policies that act on power and so need a power section
-POWER_POLICIES = ("naive-cap", "knapsack", "greedy-knapsack", "easy-power")
-from olsctl.policies import make_policy
+from olsctl.policies import REGISTRY, make_policy
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.whatif import JobTable
 from olsctl.workload import load_workload, resolve_trace
@@ -61,31 +61,68 @@ class WorkerPool:
     Any other name is a joblib backend (``loky``, ``dask``, ``ray``, ...), through
     ``joblib.Parallel``, which looks for results every 10 ms; one that cannot hand back
     results before all are in (``multiprocessing``) does not overlap, and gets all
-    ``n_jobs`` shares."""
+    ``n_jobs`` shares. ``dask`` and ``ray`` run on ``cluster`` (:mod:`olsctl.backends`).
 
-    def __init__(self, stack: ExitStack, n_jobs: int, backend: str) -> None:
+    A call that fails raises as before (the tick keeps its setting; a joblib pool is
+    built anew for the next call); a backend that cannot start, or fails
+    ``MAX_FAILED_CALLS`` calls in a row, raises :class:`olsctl.backends.BackendDown`,
+    which stops the run (``where``, ``file: controller``, starts its message)."""
+
+    def __init__(self, stack: ExitStack, n_jobs: int, backend: str, cluster: str | None = None,
+                 where: str = "controller") -> None:
         self.n_jobs = n_jobs
         self.backend = backend
+        self.cluster = cluster
+        self._where = where
         self._workers = None
         self._parallel = None
+        self._params: dict | None = None  # joblib's parallel_config, once connected
         self._stack = stack
+        self._failed_calls = 0
 
     @property
     def overlaps(self) -> bool:
-        return self.backend == "processes" or self._joblib().return_generator
+        return self.backend == "processes" or self._joblib_or_stop().return_generator
 
     def start(self) -> None:
-        """With ``processes``, start the workers now; they get ready while the run goes
-        on (joblib backends start at their first call)."""
+        """Start the workers now; they get ready while the run goes on. A joblib backend
+        that cannot be set up (a cluster out of reach) raises
+        :class:`olsctl.backends.BackendError` here, before the first tick."""
         if self.backend == "processes":
             self._own().start()
+        else:
+            self._joblib()
 
     def submit(self, tasks) -> Iterator:
         """Send ``tasks`` (joblib ``delayed`` calls) off; an iterator over their results,
         in order (a worker that died raises there)."""
-        if self.backend != "processes":
-            return iter(self._joblib()(tasks))
-        return self._own().submit(tasks)
+        try:
+            if self.backend != "processes":
+                results = iter(self._joblib_or_stop()(tasks))
+            else:
+                results = self._own().submit(tasks)
+        except Exception as exc:
+            self._count_failure(exc)
+            raise
+        return self._watched(results)
+
+    def _watched(self, results: Iterator) -> Iterator:
+        """``results``, counting a call that fails (closing this closes ``results``)."""
+        try:
+            yield from results
+        except Exception as exc:
+            self._count_failure(exc)
+            raise
+        self._failed_calls = 0
+
+    def _count_failure(self, exc: Exception) -> None:
+        from olsctl.backends import MAX_FAILED_CALLS, BackendDown, failed_calls_error
+
+        self._drop_parallel()  # it may still count the failed call as running
+        self._failed_calls += 1
+        if self._failed_calls >= MAX_FAILED_CALLS:
+            raise BackendDown(failed_calls_error(self._where, self.backend,
+                                                 self._failed_calls, exc)) from exc
 
     def _own(self):
         if self._workers is None:
@@ -98,17 +135,34 @@ class WorkerPool:
     def __call__(self, tasks) -> list:
         return list(self.submit(tasks))
 
+    def _joblib_or_stop(self):
+        from olsctl.backends import BackendDown, BackendError
+
+        try:
+            return self._joblib()
+        except BackendError as exc:  # in a tick: the run stops
+            raise BackendDown(exc) from None
+
     def _joblib(self):
         if self._parallel is None:
-            from joblib import Parallel
+            from olsctl import backends
+            from olsctl.workers import processes_for
 
-            try:
-                parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend,
-                                    return_as="generator")
-            except ValueError:  # this backend returns all results at once
-                parallel = Parallel(n_jobs=self.n_jobs, backend=self.backend)
-            self._parallel = self._stack.enter_context(parallel)
+            if self._params is None:  # the cluster, joined once for the run
+                self._params = backends.connect(self._stack, self.backend, self.cluster,
+                                                processes_for(self.n_jobs), self._where)
+                self._stack.callback(self._drop_parallel)  # before the cluster closes
+            self._parallel = backends.parallel(self.backend, self.n_jobs, self._params,
+                                               self._where)
         return self._parallel
+
+    def _drop_parallel(self) -> None:
+        parallel, self._parallel = self._parallel, None
+        if parallel is not None:
+            try:
+                parallel.__exit__(None, None, None)
+            except Exception:  # a pool that failed may fail to close: it is dropped anyway
+                pass
 
 
 def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
@@ -129,28 +183,25 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
                           f"{workload.machine_procs} processors (got {active})")
     power = _power_setup(config, workload)  # read and checked before anything runs
     policy = make_policy(config.policy)
-    if power is None and config.policy["name"] in POWER_POLICIES:
+    entry = REGISTRY[config.policy["name"]]
+    if power is None and entry.needs == "power":
         raise ConfigError(f"{config.source}: policy.name: {config.policy['name']} needs "
                           f"power: add a power section")
-    check = getattr(policy, "check_jobs", None)
-    if check is not None:
-        problem = check(workload.job_id.tolist(), workload.procs.tolist(),
-                        workload.estimate_s(config.estimates).tolist(),
-                        workload.machine_procs if active is None else active)
-        if problem is not None:
-            raise ConfigError(f"{config.source}: policy.{problem}")
-    checker = StrictChecker() if config.strict else NULL_CHECKER
+    if power is not None and entry.needs == "budget":
+        raise ConfigError(f"{config.source}: power: policy {config.policy['name']} keeps "
+                          f"its own power budget (policy.bound); remove the power section")
     estimates = workload.estimate_s(config.estimates)
+    problem = policy.check_jobs(workload.job_id.tolist(), workload.procs.tolist(),
+                                estimates.tolist(),
+                                workload.machine_procs if active is None else active)
+    if problem is not None:
+        raise ConfigError(f"{config.source}: policy.{problem}")
+    checker = StrictChecker() if config.strict else NULL_CHECKER
     sim = MainSimulator(workload, policy, estimates, active, checker,
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
-    prepare = getattr(policy, "prepare", None)  # policies with their own job model and budget
-    if prepare is not None:
-        if power is not None:
-            raise ConfigError(f"{config.source}: power: policy {config.policy['name']} keeps "
-                              f"its own power budget (policy.bound); remove the power section")
-        problem = prepare(sim.state, workload)
-        if problem is not None:
-            raise ConfigError(f"{config.source}: policy.{problem}")
+    problem = policy.prepare(sim.state, workload)  # a job model of the policy's own
+    if problem is not None:
+        raise ConfigError(f"{config.source}: policy.{problem}")
     if power is not None:
         profiles, machine, cap = power
         predictor = config.policy.get("predictor")
@@ -159,8 +210,6 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
                                       machine.sleep_w, machine.peak_w, cap,
                                       workload.job_keys(), learning=name == "learner",
                                       sample_s=machine.sample_s)
-        for t in cap.times_s[1:]:
-            sim.at(t, lambda _sim: None)  # a pass when the cap changes
     controller = None
     if config.controller is not None:
         controller = _controller(config, workload, estimates,
@@ -171,13 +220,20 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     with ExitStack() as stack:
         if controller is not None and controller.settings.n_jobs != 1:
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
-                                           controller.settings.backend)
-            controller.parallel.start()
+                                             controller.settings.backend,
+                                             config.controller["cluster"],
+                                             f"{config.source}: controller")
+            controller.parallel.start()  # a cluster out of reach stops the run here
         if progress_bar is not None:
             stack.enter_context(progress_bar)
         if live is not None:
             stack.enter_context(live.attach(sim, controller))
-        records = sim.run()
+        from olsctl.backends import BackendDown
+
+        try:
+            records = sim.run()
+        except BackendDown as down:  # the pool cannot run what-ifs: the run stops
+            raise down.error from down.__cause__
 
     if records.unstarted:
         first = records.unstarted[0]
@@ -199,9 +255,9 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     summary["weekly"] = weekly(records, header.first_int("UnixStartTime"),
                                header.first_int("TimeZone"), sla.window_s, sla)
     summary["sla"] = sla_summary(summary["weekly"], sla)
-    report = getattr(policy, "run_report", None)
+    report = policy.run_report(sim.state, records)
     if report is not None:
-        summary["budget"] = report(sim.state, records)
+        summary["budget"] = report
     extra_files: dict[str, str] = {}
     if controller is not None:
         summary["controller"] = controller.summary()
@@ -246,7 +302,7 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         windows = tuple(cands["window"])
     params = []
     if "policy" in cands:
-        tunable = getattr(make_policy(config.policy), "tunable", ())
+        tunable = REGISTRY[config.policy["name"]].tunable
         for name, values in cands["policy"].items():
             if name not in tunable:
                 raise ConfigError(f"{src}.candidates.policy.{name}: not a tunable setting of "
@@ -278,6 +334,8 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
         backend=c["backend"], parallel_min_waiting=c["parallel_min_waiting"],
         pool_min_s=None if c["pool_min_s"] == "auto" else float(c["pool_min_s"]), seed=c["seed"])
+    _check_reachable(f"{src}.candidates.active_procs", settings, workload,
+                     REGISTRY[config.policy["name"]].needs == "budget")
     jobs = JobTable(workload.job_id, workload.submit_s, workload.procs, estimates,
                     workload.runtime_s)
     feedback = None
@@ -292,6 +350,20 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                                workload.submit_s, workload.runtime_s, estimates)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
+
+
+def _check_reachable(where: str, settings: ControllerSettings, workload,
+                     resizes: bool) -> None:
+    """Refuse a candidate set under which some job could never start: every candidate
+    has fewer active processors than the job needs (policies that resize jobs to fit,
+    RMAP and PARM, are left to the run)."""
+    largest = max(settings.active_counts(workload.machine_procs))
+    wide = np.flatnonzero(workload.procs > largest)
+    if wide.size and not resizes:
+        i = int(wide[0])
+        raise ConfigError(f"{where}: job {int(workload.job_id[i])} needs "
+                          f"{int(workload.procs[i])} processors but the largest candidate "
+                          f"has {largest}, so it could never start ({wide.size} such job(s))")
 
 
 def _power_setup(config: RunConfig, workload):

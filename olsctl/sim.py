@@ -2,8 +2,10 @@
 
 SimPy owns the clock and the event heap. Events at one instant run in this order, by
 SimPy priority: all completions, then all arrivals, then controller ticks and setting
-changes, then ONE scheduling pass (README, Semantics). The pass, the bookkeeping and the policy
-are the same code the what-if engine runs (:mod:`olsctl.whatif`).
+changes, then ONE scheduling pass if anything happened that may change what it does
+(README, Semantics). The changes still to come are data of the state (a wake under way,
+the cap schedule), so the what-if engine (:mod:`olsctl.whatif`) sees the same events;
+the pass, the bookkeeping and the policy are the same code.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class MainSimulator:
         progress: Progress = NULL_PROGRESS,
     ) -> None:
         self.env = simpy.Environment(initial_time=float(workload.submit_s[0]))
-        self.policy = policy
+        self._policy = policy
         self.state = SimState(workload.machine_procs, workload.job_id, workload.submit_s,
                               workload.procs, estimate_s, workload.runtime_s,
                               active_procs, checker)
@@ -91,13 +93,25 @@ class MainSimulator:
         self._next_group = 0
         #: seconds a sleeping processor takes to wake (request_active_procs waits for it)
         self.wake_latency_s = 0.0
-        self._active_token = 0
         self._schedule(0.0, ARRIVAL, self._on_arrivals)
+
+    @property
+    def policy(self):
+        """The policy of the passes; setting another one makes this instant's pass due."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy) -> None:
+        self._policy = policy
+        self.state.pass_due = True
 
     # -- public controls ------------------------------------------------------------------
     def at(self, time_s: float, fn: Callable[["MainSimulator"], None]) -> None:
         """Call ``fn(self)`` at simulated time ``time_s`` (after completions and arrivals
-        due then, before that instant's pass, which is always run)."""
+        due then, before that instant's pass). The instant has a pass if anything
+        happened at it: a job arrived or ended, or ``fn`` changed a setting (active
+        processors, the cap, the policy); a function that only looks (a snapshot, a
+        tick that keeps its setting) adds none."""
         self._schedule(delay_to(self.env.now, max(time_s, self.env.now)), CONTROL,
                        lambda _ev: self._on_control(fn))
 
@@ -107,23 +121,19 @@ class MainSimulator:
         the busy processors only holds back new starts."""
         if not 0 <= n <= self.state.total_procs:
             raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
-        self.state.active_procs = int(n)
+        self.state.set_active(n)  # a wake still pending is superseded
 
     def request_active_procs(self, n: int) -> None:
         """Ask for ``n`` active processors from now (from an :meth:`at` function): fewer
-        apply at once; more once the sleeping ones are awake, ``wake_latency_s`` later
-        (unless another request comes first)."""
-        self._active_token += 1
-        if n <= self.state.active_procs or self.wake_latency_s <= 0:
-            self.set_active_procs(n)
-            return
-        token = self._active_token
-
-        def awake(sim: "MainSimulator") -> None:
-            if sim._active_token == token:
-                sim.set_active_procs(n)
-
-        self.at(self.env.now + self.wake_latency_s, awake)
+        apply at once; more once the sleeping ones are awake, ``wake_latency_s`` later.
+        The latest request wins: one still pending is dropped (the state's ``wake``)."""
+        if not 0 <= n <= self.state.total_procs:
+            raise ValueError(f"active_procs must be in [0, {self.state.total_procs}], got {n}")
+        st = self.state
+        st.request_active(n, self.wake_latency_s)
+        if st.wake is not None:
+            self._schedule(delay_to(self.env.now, st.wake[0]), CONTROL, self._on_change,
+                           st.wake[0])
 
     def set_cap(self, cap_w: float) -> None:
         """Change the power cap from now on (from an :meth:`at` function); the cap
@@ -139,9 +149,15 @@ class MainSimulator:
         if times[-1] == now:
             times, caps = times[:-1], caps[:-1]
         power.cap = CapSchedule(times + (now,), caps + (float(cap_w),))
+        self.state.pass_due = True
 
     def run(self) -> RunRecords:
         """Run to the end of the workload (every job started and finished)."""
+        power = self.state.power
+        if power is not None:  # a pass at each change of the cap schedule
+            now = self.env.now
+            for t in power.cap.times_s[1:]:
+                self._schedule(delay_to(now, max(t, now)), CONTROL, self._on_change, t)
         self.env.run()
         self.progress.update(len(self.jobs), self._n_jobs, self.env.now)
         st = self.state
@@ -153,19 +169,30 @@ class MainSimulator:
         st = self.state
         return self._next_group >= len(self._group_start) and not st.queue and not st.running
 
+    @property
+    def stalled(self) -> bool:
+        """Nothing can happen by itself any more: no job left to arrive, none running,
+        no change pending and no pass due (jobs still waiting wait for good unless a
+        setting changes)."""
+        st = self.state
+        return (self._next_group >= len(self._group_start) and not st.running
+                and not st.pass_due and st.next_change_s() == math.inf)
+
     # -- event callbacks ---------------------------------------------------------------------
     def _schedule(self, delay: float, priority: int, callback: Callable, value=None) -> None:
         self.env.schedule(_Call(self.env, callback, value), priority, delay)
 
     def _request_pass(self) -> None:
-        """Run the instant's one pass once its last event is done (nothing else due now)."""
-        if self.env.peek() != self.env.now:
+        """Run the instant's one pass once its last event is done (nothing else due now),
+        if anything happened that may change what it does (``state.pass_due``)."""
+        if self.state.pass_due and self.env.peek() != self.env.now:
             self._on_pass()
 
     def _on_arrivals(self, _event) -> None:
         g = self._next_group
-        queue = self.state.queue
-        queue.extend(range(self._group_start[g], self._group_end[g]))
+        st = self.state
+        st.queue.extend(range(self._group_start[g], self._group_end[g]))
+        st.pass_due = True
         self._next_group = g + 1
         if g + 1 < len(self._group_time):
             self._schedule(delay_to(self.env.now, self._group_time[g + 1]), ARRIVAL,
@@ -176,6 +203,14 @@ class MainSimulator:
         self.state.finish(event._value)
         self._request_pass()
 
+    def _on_change(self, event) -> None:
+        """A change the state holds as data (a wake ending, the cap schedule moving on)
+        falls due: apply it and ask for a pass, unless a later decision has dropped it
+        since (a newer wake request, a cap the controller set)."""
+        self.state.now_s = self.env.now
+        self.state.apply_changes()
+        self._request_pass()
+
     def _on_control(self, fn: Callable[["MainSimulator"], None]) -> None:
         self.state.now_s = self.env.now
         fn(self)
@@ -184,7 +219,7 @@ class MainSimulator:
     def _on_pass(self) -> None:
         st = self.state
         now = st.now_s = self.env.now
-        started = st.run_pass(self.policy)
+        started = st.run_pass(self._policy)
         if started:
             runtime = st.runtime_s
             jobs = self.jobs

@@ -21,6 +21,8 @@ import numpy as np
 
 from olsctl.checker import NULL_CHECKER, Checker
 
+INF = float("inf")
+
 
 class SimState:
     """Clock, processor counts, queue and running jobs of one simulation.
@@ -34,7 +36,7 @@ class SimState:
     __slots__ = (
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
-        "held", "started", "checker", "power", "cache", "finishes",
+        "held", "started", "checker", "power", "cache", "finishes", "wake", "budget", "pass_due",
     )
 
     def __init__(
@@ -71,16 +73,26 @@ class SimState:
         self.checker = checker
         #: power data (olsctl.power.runtime.PowerState) when the run has power
         self.power = None
+        #: the job model and power budget of RMAP/PARM runs
+        #: (olsctl.perfmodel.BudgetRun), else None
+        self.budget = None
         #: per-job values a policy derives from fixed job attributes, computed once per
         #: state (e.g. MQBF's queue of each job), keyed by the policy's settings
         self.cache: dict = {}
         #: jobs finished so far (lets a policy tell whether anything ended since a pass)
         self.finishes = 0
+        #: a change of the active processors still to come, as (time, count): processors
+        #: being woken become usable then (None: nothing pending)
+        self.wake: tuple[float, int] | None = None
+        #: something happened since the last pass that may change what a pass does (a
+        #: job arrived or ended, a setting changed): this instant needs its pass
+        self.pass_due = False
 
     # -- changes made by drivers -------------------------------------------------------
     def arrive(self, idx: int) -> None:
         """Job ``idx`` joins the end of the waiting queue."""
         self.queue.append(idx)
+        self.pass_due = True
 
     def finish(self, idx: int) -> None:
         """Running job ``idx`` ends now and returns its processors."""
@@ -90,6 +102,7 @@ class SimState:
         del running[pos]
         self.busy_procs -= self.procs[idx]
         self.finishes += 1
+        self.pass_due = True
         alloc = self.alloc.pop(idx, None)
         if alloc is not None:
             held = self.held
@@ -97,11 +110,59 @@ class SimState:
                 held[p] -= n
         if self.power is not None:
             self.power.on_finish(self, idx)
+        if self.budget is not None:
+            self.budget.on_finish(self, idx)
         self.checker.on_finish(self, idx)
+
+    # -- settings changes still to come (the event model) ---------------------------------
+    def next_change_s(self) -> float:
+        """The next time after now at which a setting a pass depends on changes: a
+        pending wake ends, or the power cap schedule moves to its next cap (inf: none).
+
+        Both engines take these events from here, so a what-if started from a snapshot
+        sees every change the main simulator would (README, Event order)."""
+        t = self.wake[0] if self.wake is not None else INF
+        if self.power is not None:
+            cap_t = self.power.next_change_s(self.now_s)
+            if cap_t < t:
+                t = cap_t
+        return t
+
+    def apply_changes(self) -> None:
+        """Apply the setting changes due now (after the instant's completions and
+        arrivals, before its pass); any makes the instant's pass due."""
+        now, wake = self.now_s, self.wake
+        if wake is not None and wake[0] <= now:
+            self.active_procs = wake[1]
+            self.wake = None
+            self.pass_due = True
+        if self.power is not None and now in self.power.cap.times_s:
+            self.pass_due = True
+
+    def request_active(self, n: int, latency_s: float) -> None:
+        """Ask for ``n`` active processors from now: fewer (or no latency) apply at once;
+        more once the sleeping ones are awake, ``latency_s`` later. Either way a request
+        still pending is dropped: the latest request wins."""
+        if n <= self.active_procs or latency_s <= 0:
+            self.set_active(n)
+        else:
+            self.wake = (self.now_s + latency_s, int(n))
+
+    def set_active(self, n: int) -> None:
+        """Set the active processors now (a wake still pending is dropped)."""
+        self.active_procs = int(n)
+        self.wake = None
+        self.pass_due = True
+
+    @property
+    def target_active(self) -> int:
+        """The active processors once pending wakes are done."""
+        return self.active_procs if self.wake is None else self.wake[1]
 
     def run_pass(self, policy: Any) -> list[int]:
         """One scheduling pass; returns the jobs started, in start order."""
         self.started = started = []
+        self.pass_due = False
         policy.schedule(self)
         if started:
             queue, k = self.queue, len(started)
@@ -164,6 +225,9 @@ class SimState:
                                + [np.nan] * len(self.queue), dtype=float),
             running_alloc=tuple(self.alloc.get(j) for _, j in self.running),
             power=None if self.power is None else self.power.subset(idx),
+            wake=self.wake,
+            pass_due=self.pass_due,
+            budget=None if self.budget is None else self.budget.subset(idx),
         )
 
     @classmethod
@@ -172,6 +236,8 @@ class SimState:
         state = cls(snap.total_procs, snap.job_id, snap.submit_s, snap.procs,
                     snap.estimate_s, snap.runtime_s, snap.active_procs, checker)
         state.now_s = snap.now_s
+        state.wake = snap.wake
+        state.pass_due = snap.pass_due
         for i in range(snap.n_running):
             start = float(snap.start_s[i])
             state.start_s[i] = start
@@ -181,8 +247,11 @@ class SimState:
                 state._hold(i, tuple(snap.running_alloc[i]))
         state.running.sort()
         state.queue = list(range(snap.n_running, len(state.job_id)))
+        every = list(range(len(state.job_id)))
         if snap.power is not None:
-            state.power = snap.power.subset(list(range(len(state.job_id))))
+            state.power = snap.power.subset(every)
+        if snap.budget is not None:
+            state.budget = snap.budget.subset(every)
         checker.adopt(state)
         return state
 
@@ -208,6 +277,12 @@ class Snapshot:
     running_alloc: tuple = field(default=())
     #: power data of these jobs, the cap and what predictors learned (or None)
     power: Any = None
+    #: a wake still under way: (time, active processors then), or None
+    wake: tuple[float, int] | None = None
+    #: RMAP/PARM's job model and power budget of these jobs (or None)
+    budget: Any = None
+    #: the pass of the snapshot's instant is still due (something happened at it)
+    pass_due: bool = True
 
     @property
     def n_waiting(self) -> int:

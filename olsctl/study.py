@@ -46,7 +46,7 @@ import yaml
 from olsctl.config import TOP_LEVEL, RunConfig, build_config
 from olsctl.errors import ConfigError, OlsctlError, TraceError
 from olsctl.output import json_text, num, write_atomic
-from olsctl.runner import POWER_POLICIES
+from olsctl.policies import REGISTRY
 from olsctl.workload import BUNDLED, resolve_trace
 
 #: Study file keys: (meaning, default).
@@ -351,7 +351,7 @@ def _check_runnable(where: str, config: RunConfig, study_dir: Path,
         except TraceError as exc:
             raise ConfigError(f"{where}: trace: {exc.args[0]} (looked in {study_dir})") from None
         found[config.trace] = True
-    if config.policy["name"] in POWER_POLICIES and config.power is None:
+    if REGISTRY[config.policy["name"]].needs == "power" and config.power is None:
         raise ConfigError(f"{where}: policy.name: {config.policy['name']} needs power: add a "
                           f"power section")
     profiles = (config.power or {}).get("profiles", "synthetic")

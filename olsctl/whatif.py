@@ -14,6 +14,7 @@ from heapq import heapify, heappop, heappush
 import numpy as np
 
 from olsctl.checker import NULL_CHECKER, Checker
+from olsctl.metrics import bsld_runtime_s
 from olsctl.state import SimState, Snapshot
 
 INF = float("inf")
@@ -65,11 +66,13 @@ def run_whatif(
     watch_snapshot: bool = False,
     until_s: float = INF,
     stop_above: "tuple[str, float] | None" = None,
+    arrivals_budget=None,
 ) -> WhatIfResult:
     """Run ``snapshot`` forward under ``policy`` until every job has started.
 
     ``arrivals`` (submit times >= the snapshot time) join the queue at their submit times;
-    with power, ``arrivals_power`` is their :class:`olsctl.power.runtime.PowerState`.
+    with power, ``arrivals_power`` is their :class:`olsctl.power.runtime.PowerState`;
+    under RMAP/PARM, ``arrivals_budget`` their :class:`olsctl.perfmodel.BudgetRun`.
     With ``watch_snapshot`` the run stops once the snapshot's own jobs have all started
     (later arrivals may still wait); it never goes past ``until_s`` (jobs not started by
     then keep a NaN start). With ``stop_above = (metric, limit)`` it stops as soon as the
@@ -78,7 +81,7 @@ def run_whatif(
     """
     state = SimState.from_snapshot(snapshot, checker)
     stopped = next(steps(state, policy, arrivals, arrivals_power, watch_snapshot, until_s,
-                         stop_above), None)
+                         stop_above, arrivals_budget=arrivals_budget), None)
     return WhatIfResult(
         job_id=np.asarray(state.job_id, dtype=np.int64),
         submit_s=np.asarray(state.submit_s, dtype=float),
@@ -100,15 +103,21 @@ def steps(
     until_s: float = INF,
     stop_above: "tuple[str, float] | None" = None,
     raise_at: "tuple[float, int] | None" = None,
+    arrivals_budget=None,
 ):
     """The loop of :func:`run_whatif` on a live ``state`` (changed in place; its jobs
     are the snapshot's), as a generator: it yields the bound each time ``stop_above``
     cuts the run short, and ends when the run does (``next(steps(...), None)``: the
     bound, or None). ``send(limit)`` goes on with a higher limit (None: no more cuts),
     exactly as a run started with that limit would have: until then the bound stayed
-    below the old limit, so below the new one. ``raise_at = (t, n)`` sets the active
-    processors to ``n`` at ``t`` (processors being woken), after that instant's
-    completions and arrivals, before its pass."""
+    below the old limit, so below the new one.
+
+    Setting changes come from the state's own data, as in the main simulator: a wake
+    under way (``state.wake``; ``raise_at = (t, n)`` sets one) and the cap schedule's
+    changes run after the instant's completions and arrivals, before its pass. An
+    instant has a pass when something happened that may change what it does
+    (``state.pass_due``): at the snapshot's instant, when the main simulator's pass was
+    still due then, or a setting was changed on the state before this call."""
     n_snap = len(state.job_id)
     arr_time: list[float] = []
     if arrivals is not None and len(arrivals):
@@ -119,6 +128,11 @@ def steps(
                 state.power = arrivals_power.subset(list(range(len(arrivals))))
             elif state.power is not None:
                 state.power.extend(arrivals_power)
+        if arrivals_budget is not None:
+            if state.budget is None:
+                state.budget = arrivals_budget.subset(list(range(len(arrivals))))
+            else:
+                state.budget.extend(arrivals_budget)
     n_arr = len(arr_time)
     runtime = state.runtime_s
     heap = [(state.start_s[j] + runtime[j], j) for _, j in state.running]
@@ -134,9 +148,11 @@ def steps(
         queue_left += 1
     run_pass = state.run_pass
     bound = None if stop_above is None else MissBound.make(state, n_snap, *stop_above)
-    t_raise, n_raise = raise_at if raise_at is not None else (INF, 0)
+    if raise_at is not None:
+        state.wake = (float(raise_at[0]), int(raise_at[1]))
+    t_change = state.next_change_s()
     while True:
-        started = run_pass(policy)
+        started = run_pass(policy) if state.pass_due else ()
         if started:
             queue_left -= len(started)
             for j in started:
@@ -156,8 +172,8 @@ def steps(
         t_done = heap[0][0] if heap else INF
         t_arr = arr_time[a] if a < n_arr else INF
         now = t_done if t_done < t_arr else t_arr
-        if t_raise < now:
-            now = t_raise
+        if t_change < now:
+            now = t_change
         if now == INF or now > until_s:
             break
         state.now_s = now
@@ -167,9 +183,9 @@ def steps(
             state.arrive(n_snap + a)
             a += 1
             queue_left += 1
-        if now == t_raise:
-            state.active_procs = n_raise
-            t_raise = INF
+        if now == t_change:
+            state.apply_changes()
+            t_change = state.next_change_s()
 
 
 class MissBound:
@@ -212,8 +228,7 @@ class MissBound:
 
     def _m(self, j: int) -> float:
         if self.metric == "mean_bsld":
-            r = self.runtime[j]
-            return r if r > 10.0 else 10.0
+            return bsld_runtime_s(self.runtime[j])
         return 1.0
 
     def _add_known(self, j: int, start: float) -> None:

@@ -9,6 +9,7 @@ Add a policy by writing its class and naming it in ``REGISTRY`` with its paramet
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
@@ -18,6 +19,7 @@ from olsctl.policies.power import GreedyKnapsack, NaiveCapping, PowerEasy, Windo
 from olsctl.policies.order import ORDERS
 from olsctl.policies.overprovision import CAP_LEVELS, SIZES
 from olsctl.policies.parm import Parm
+from olsctl.policies.verify import VERIFY
 from olsctl.policies.rmap import RmapAdaptive, RmapNaive, RmapTraditional
 
 if TYPE_CHECKING:
@@ -46,9 +48,28 @@ class Param:
 
 @dataclass(frozen=True)
 class PolicyEntry:
+    """A registered policy: how to build it, its settings, and what it offers and needs.
+
+    ``needs`` is ``"power"`` for policies that meter a power cap (a run needs a power
+    section), ``"budget"`` for those that keep their own job model and power budget
+    (RMAP, PARM: ``prepare`` draws it, ``run_report`` reports it), else None.
+    ``tunable`` names the settings the controller may try as candidates."""
+
     factory: Callable[..., Policy]
     params: Mapping[str, Param]
     doc: str
+    needs: str | None = None
+    tunable: tuple[str, ...] = ()
+
+    @property
+    def orders(self) -> tuple[str, ...]:
+        """The queue orders it accepts (``("fcfs",)`` for one without an order)."""
+        order = self.params.get("order")
+        return ("fcfs",) if order is None else tuple(order.choices)
+
+    def defaults(self) -> dict:
+        """Its parameters' defaults, each a fresh copy (never the registry's own list)."""
+        return {name: copy.deepcopy(p.default) for name, p in self.params.items()}
 
 
 _PREDICTOR_DOC = ("oracle, naive, history, or {name: history, window: 10, alpha: 1.0}")
@@ -91,6 +112,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         factory=NaiveCapping,
         params={"order": Param(str, "fcfs", tuple(ORDERS), "queue order")},
         doc="FCFS one job at a time assuming peak power per processor (needs power)",
+        needs="power",
     ),
     "knapsack": PolicyEntry(
         factory=WindowKnapsack,
@@ -106,35 +128,40 @@ REGISTRY: dict[str, PolicyEntry] = {
                                "holds it but lets jobs that end before then start"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
+        needs="power",
     ),
     "greedy-knapsack": PolicyEntry(
         factory=GreedyKnapsack,
         params={"profit": Param(str, "wait", ("wait", "stretch"), "profit of a job"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="jobs by profit / predicted power increase under the cap (needs power)",
+        needs="power",
     ),
     "easy-power": PolicyEntry(
         factory=PowerEasy,
         params={"order": Param(str, "fcfs", ("fcfs", "saf"), "queue order"),
-                "verify": Param(str, "gaussian", ("naive", "mean", "max", "gaussian"),
-                                "power verification method"),
+                "verify": Param(str, "gaussian", tuple(VERIFY), "power verification method"),
                 "sigma": Param(float, 3.0, None, "standard deviations for gaussian"),
                 "predictor": Param(object, "history", None, _PREDICTOR_DOC)},
         doc="EASY with a power verification of each start (needs power)",
+        needs="power",
     ),
     "rmap-traditional": PolicyEntry(
         factory=RmapTraditional, params=_BUDGET_PARAMS,
         doc="RMAP Traditional: requested nodes at peak power under the power bound",
+        needs="budget", tunable=("share",),
     ),
     "rmap-naive": PolicyEntry(
         factory=RmapNaive, params=_BUDGET_PARAMS,
         doc="RMAP Naive: requested nodes capped at the job's fair share of the bound",
+        needs="budget", tunable=("share", "cap_levels"),
     ),
     "rmap-adaptive": PolicyEntry(
         factory=RmapAdaptive,
         params={**_BUDGET_PARAMS,
                 "threshold": Param(float, 0.0, None, "slowdown accepted to start sooner")},
         doc="RMAP Adaptive: the best (nodes, cap) under the job's fair-share bound",
+        needs="budget", tunable=("share", "cap_levels", "threshold"),
     ),
     "parm": PolicyEntry(
         factory=Parm,
@@ -143,6 +170,7 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "exact_max": Param(int, 8, None, "largest knapsack solved exactly"),
                 "fairness": Param(float, 1.0, None, "exponent of the waiting weight")},
         doc="PARM: (nodes, cap) per job maximising summed power-aware speedup",
+        needs="budget", tunable=("share", "cap_levels", "window"),
     ),
 }
 

@@ -10,8 +10,9 @@ One pass:
   if it fits without delaying any reservation.
 
 The fit test and the reservations belong to a ``Resources`` object built for the pass:
-:class:`CountResources` (EASY's shadow time and extra processors) or the partition
-profiles of :mod:`olsctl.policies.mqbf`.
+:class:`CountResources` (EASY's shadow time and extra processors), the partition
+profiles of :mod:`olsctl.policies.mqbf`, or the nodes and power of
+:class:`olsctl.policies.overprovision.BudgetResources`.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ class Reservation(NamedTuple):
 
 
 class Resources(Protocol):
-    """Fit test and reservations of one pass. ``free`` bounds what any job can get now;
-    ``reservations`` lists the reservations made (``settle()`` completes any deferred)."""
+    """Fit test and reservations of one pass. ``free`` bounds the processors any job can
+    get now, so ``free <= 0`` means no job can start (no processor free, or whatever
+    else a start needs exhausted: power, for budget policies); ``reservations`` lists
+    the reservations made (``settle()`` completes any deferred)."""
 
     free: int
     reservations: list[Reservation]
@@ -55,17 +58,22 @@ def backfill_pass(
     queue: Sequence[int],
     resources: Resources,
     by_queue: Sequence[Sequence[int]] | None = None,
+    width: Sequence[int] | None = None,
 ) -> None:
     """One pass over ``queue`` (in the policy's order). ``by_queue`` splits it into the
     policy's queues, each in that order, listed by the position of their heads (None: one
     queue). Reservations are left in ``resources``.
 
-    A pass in which no processor is free changes nothing (reservations live only for
-    the pass), so it returns at once.
+    ``width[j]`` is the fewest processors job ``j`` can start on: a job wider than
+    ``resources.free`` is passed over without asking ``try_start`` (None: ``state.procs``,
+    rigid jobs; a policy whose jobs may start in several sizes passes a lower bound).
+
+    A pass in which no job can start (``resources.free <= 0``) changes nothing
+    (reservations live only for the pass), so it returns at once.
     """
     if resources.free <= 0 or not queue:
         return
-    procs = state.procs
+    procs = state.procs if width is None else width
     try_start = resources.try_start
     if by_queue is None:  # one queue: Phase B is the rest of it after the pivot
         n = len(queue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from olsctl.policies.base import PolicyBase
 from olsctl.policies.backfill import CountResources, backfill_pass
 from olsctl.policies.order import ORDERS, Order
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class EasyBackfill:
+class EasyBackfill(PolicyBase):
     """EASY backfilling over a queue order (``fcfs`` by default)."""
 
     order: str = "fcfs"

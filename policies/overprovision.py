@@ -1,6 +1,7 @@
 """What the power-budget policies share (RMAP in :mod:`olsctl.policies.rmap`, PARM in
 :mod:`olsctl.policies.parm`): settings of an overprovisioned machine and of the job
-model, the job power budget, and EASY backfilling over two resources, nodes and power.
+model, the job power budget, and the resources of EASY backfilling over nodes and power
+(:class:`BudgetResources`, for the shared core :mod:`olsctl.policies.backfill`).
 
 The machine has ``N`` nodes (the run's processors, one node each) and a power bound of
 ``bound x N x node_peak_w``; ``share`` of it is the budget jobs may hold. A running job
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from olsctl.policies.backfill import INF, Reservation
+from olsctl.policies.base import PolicyBase
 from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_csr, budget_run,
                               budget_timeline)
 
@@ -25,7 +28,6 @@ if TYPE_CHECKING:
     from olsctl.state import SimState
     from olsctl.workload import Workload
 
-INF = float("inf")
 
 #: default per-node cap levels (fractions of node_peak_w; 0.45 is a 115 W socket at 51 W)
 CAP_LEVELS = (0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0)
@@ -43,7 +45,7 @@ def _numbers(key: str, value: Any) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class BudgetPolicy:
+class BudgetPolicy(PolicyBase):
     """Settings every power-budget policy has (README, Overprovisioned machines)."""
 
     bound: float = 1.0
@@ -54,7 +56,6 @@ class BudgetPolicy:
     moldable: float = 1.0
     sizes: Sequence[float] = SIZES
     #: settings a controller may change while a run goes (each a plain parameter)
-    tunable: ClassVar[tuple[str, ...]] = ("share", "cap_levels")
     _perf: PerfSettings = field(init=False, repr=False, compare=False)
     _levels_mw: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _peak_mw: int = field(init=False, repr=False, compare=False)
@@ -104,14 +105,14 @@ class BudgetPolicy:
 
     # -- the run's model ---------------------------------------------------------------------
     def prepare(self, state: "SimState", workload: "Workload") -> str | None:
-        """Draw the jobs' model for a run of ``workload`` into ``state.power``; return why
+        """Draw the jobs' model for a run of ``workload`` into ``state.budget``; return why
         the run cannot go (``key: reason``), or None."""
-        state.power = budget_run(workload, self._perf, state.total_procs)
+        state.budget = budget_run(workload, self._perf, state.total_procs)
         return self.infeasible(state)
 
     def run_of(self, state: "SimState") -> BudgetRun:
-        run = state.power
-        if not isinstance(run, BudgetRun):
+        run = state.budget
+        if run is None:
             raise ValueError(f"policy {self.name} needs its job model on the state: call "
                              f"policy.prepare(state, workload) (olsctl run does)")
         return run
@@ -169,78 +170,106 @@ class BudgetPolicy:
                 "seed": self.seed, "moldable": self.moldable, "sizes": list(self.sizes)}
 
 
-def shadow2(state: "SimState", run: BudgetRun, need_n: int, need_mw: int,
-            budget_mw: int) -> tuple[float, int, int]:
-    """EASY's shadow time over nodes and power: the first expected end of a running job
-    at which ``need_n`` active nodes and ``need_mw`` of the budget are free (every job
-    ending then counts as ended; never before now), with the nodes and power free then
-    beyond the need. Infinite (and no extra) when even an empty machine is too small."""
-    avail_n = state.active_procs - state.busy_procs
-    avail_mw = budget_mw - run.in_use_mw
-    running, procs, held = state.running, state.procs, run.held_mw
-    n, k, end = len(running), 0, INF
-    while avail_n < need_n or avail_mw < need_mw:
-        if k == n:
-            return INF, 0, 0
-        end, j = running[k]
-        avail_n += procs[j]
-        avail_mw += held[j]
-        k += 1
-    while k < n and running[k][0] == end:
-        j = running[k][1]
-        avail_n += procs[j]
-        avail_mw += held[j]
-        k += 1
-    now = state.now_s
-    return (end if end > now else now), avail_n - need_n, avail_mw - need_mw
+class BudgetResources:
+    """EASY's fit test over nodes and power, the :class:`Resources` of
+    :func:`~olsctl.policies.backfill.backfill_pass` for the budget policies (power in
+    integer mW).
 
+    A job may start in any configuration of ``options(j)``, preferred first: it starts
+    in the first one that fits the nodes and the power free now and, once the blocked
+    head has its reservation, either ends by the shadow time (now + estimate x factor)
+    or uses only the nodes and power free then beyond the head's need (which shrink by
+    it). The head reserves its first configuration at :meth:`shadow`; one with none
+    (wider than the active nodes) never starts and reserves nothing, so the rest may
+    start as if no reservation were made. ``free`` is the nodes free now, or 0 once no
+    power is: either way no job can start. A job's nodes depend on the configuration it
+    gets, so a pass takes ``width=NO_WIDTH`` and leaves the fit test to
+    :meth:`try_start`.
+    """
 
-def budget_backfill(state: "SimState", run: BudgetRun, budget_mw: int, options) -> None:
-    """One EASY pass (FCFS) over nodes and power. ``options(j)`` lists the
-    configurations job ``j`` may start in, preferred first; the first one is what the
-    blocked head reserves. Jobs start from the head in their first configuration that
-    fits now; the blocked head gets a reservation at :func:`shadow2`; every later job
-    starts in its first configuration that fits now and either ends by the shadow time
-    or uses only the nodes and power free then beyond the head's need."""
-    queue = state.queue
-    free_n = state.active_procs - state.busy_procs
-    free_mw = budget_mw - run.in_use_mw
-    if free_n <= 0 or free_mw <= 0 or not queue:
-        return
-    k, n = 0, len(queue)
-    while k < n:
-        j = queue[k]
-        for c in options(j):
-            if c.nodes <= free_n and c.power_mw <= free_mw:
-                run.start(state, j, c)
-                free_n -= c.nodes
-                free_mw -= c.power_mw
-                break
-        else:
-            break
-        k += 1
-    if k == n:
-        return
-    head = options(queue[k])
-    if head:
-        shadow, extra_n, extra_mw = shadow2(state, run, head[0].nodes, head[0].power_mw,
-                                            budget_mw)
-    else:  # wider than the active nodes: it cannot start, the rest may
-        shadow, extra_n, extra_mw = INF, 0, 0
-    now, est = state.now_s, state.estimate_s
-    for pos in range(k + 1, n):
-        if free_n <= 0 or free_mw <= 0:
-            return
-        j = queue[pos]
-        for c in options(j):
+    __slots__ = ("state", "run", "options", "free", "free_n", "free_mw", "shadow_s",
+                 "extra_n", "extra_mw", "now", "est", "reservations")
+
+    def __init__(self, state: "SimState", run: BudgetRun, budget_mw: int,
+                 options: Callable[[int], Sequence[Config]]) -> None:
+        self.state = state
+        self.run = run
+        self.options = options
+        self.free_n = state.active_procs - state.busy_procs
+        self.free_mw = budget_mw - run.in_use_mw
+        self.free = self.free_n if self.free_mw > 0 else 0
+        self.shadow_s = INF
+        self.extra_n = self.extra_mw = 0
+        self.now = state.now_s
+        self.est = state.estimate_s
+        self.reservations: list[Reservation] = []
+
+    def try_start(self, j: int) -> bool:
+        free_n, free_mw = self.free_n, self.free_mw
+        for c in self.options(j):
             if c.nodes > free_n or c.power_mw > free_mw:
                 continue
-            if now + est[j] * c.factor > shadow:
-                if c.nodes > extra_n or c.power_mw > extra_mw:
+            if self.now + self.est[j] * c.factor > self.shadow_s:
+                if c.nodes > self.extra_n or c.power_mw > self.extra_mw:
                     continue
-                extra_n -= c.nodes
-                extra_mw -= c.power_mw
-            run.start(state, j, c)
-            free_n -= c.nodes
-            free_mw -= c.power_mw
-            break
+                self.extra_n -= c.nodes
+                self.extra_mw -= c.power_mw
+            self.start(j, c)
+            return True
+        return False
+
+    def start(self, j: int, c: Config) -> None:
+        """Start job ``j`` now in ``c`` (it fits the nodes and power free)."""
+        self.run.start(self.state, j, c)
+        self.free_n -= c.nodes
+        self.free_mw -= c.power_mw
+        self.free = self.free_n if self.free_mw > 0 else 0
+
+    def reserve(self, j: int) -> None:
+        configs = self.options(j)
+        if not configs:
+            return
+        c = configs[0]
+        self.shadow_s, self.extra_n, self.extra_mw = self.shadow(c.nodes, c.power_mw)
+        if self.shadow_s < INF:
+            self.reservations.append(Reservation(j, self.shadow_s, (c.nodes,)))
+
+    def settle(self) -> list[Reservation]:
+        return self.reservations
+
+    def shadow(self, need_n: int, need_mw: int) -> tuple[float, int, int]:
+        """EASY's shadow time over nodes and power: the first expected end of a running
+        job at which ``need_n`` nodes and ``need_mw`` of the budget are free (every job
+        ending then counts as ended; never before now), with the nodes and power free
+        then beyond the need. Infinite (and no extra) when even an empty machine is too
+        small."""
+        avail_n, avail_mw = self.free_n, self.free_mw
+        state = self.state
+        running, procs, held = state.running, state.procs, self.run.held_mw
+        n, k, end = len(running), 0, INF
+        while avail_n < need_n or avail_mw < need_mw:
+            if k == n:
+                return INF, 0, 0
+            end, j = running[k]
+            avail_n += procs[j]
+            avail_mw += held[j]
+            k += 1
+        while k < n and running[k][0] == end:
+            j = running[k][1]
+            avail_n += procs[j]
+            avail_mw += held[j]
+            k += 1
+        return (end if end > self.now else self.now), avail_n - need_n, avail_mw - need_mw
+
+
+class _NoWidth:
+    """Job widths for :func:`~olsctl.policies.backfill.backfill_pass` that rule no job
+    out before :meth:`BudgetResources.try_start` is asked."""
+
+    __slots__ = ()
+
+    def __getitem__(self, j: int) -> int:
+        return 0
+
+
+NO_WIDTH: Sequence[int] = _NoWidth()  # type: ignore[assignment]

@@ -17,16 +17,24 @@ the first job in the queue cannot starve, once it is left waiting by the first w
 reserves its least-power configuration at the earliest time the nodes and power for it
 are expected free (EASY's shadow time), and the later windows take only configurations
 that end by then.
+
+The nodes and power free, the starts and that reservation are kept by
+:class:`~olsctl.policies.overprovision.BudgetResources`, the resources RMAP's EASY
+passes use. The windows are not the shared core's scan
+(:func:`~olsctl.policies.backfill.backfill_pass`): a knapsack picks jobs jointly, not
+each in turn, the first window respects no reservation, and the later ones may not use
+the nodes and power left over at the shadow time.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from olsctl.metrics import job_bsld
 from olsctl.perfmodel import BudgetRun, Config
-from olsctl.policies.overprovision import INF, BudgetPolicy, shadow2
+from olsctl.policies.overprovision import INF, BudgetPolicy, BudgetResources
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -163,7 +171,6 @@ class Parm(BudgetPolicy):
     exact_max: int = 8
     fairness: float = 1.0
     name: str = field(default="parm", init=False)
-    tunable: ClassVar[tuple[str, ...]] = ("share", "cap_levels", "window")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,7 +196,7 @@ class Parm(BudgetPolicy):
         slowest, configs = got
         now, est = state.now_s, state.estimate_s[j]
         wait = now - state.submit_s[j]
-        weight = (1.0 + wait / max(est, 10.0)) ** self.fairness if self.fairness else 1.0
+        weight = job_bsld(wait, est) ** self.fairness if self.fairness else 1.0
         return [(weight * slowest / c.factor, c) for c in configs
                 if c.nodes <= free_n and c.power_mw <= free_mw
                 and now + est * c.factor <= deadline_s]
@@ -199,18 +206,23 @@ class Parm(BudgetPolicy):
         queue = state.queue
         if not queue or state.busy_procs >= state.active_procs:
             return
-        budget = self.budget_mw(state)
-        free_n = state.active_procs - state.busy_procs
-        free_mw = budget - run.in_use_mw
-        head, deadline, reserved = queue[0], INF, False
+        active = state.active_procs
+
+        def reserves(j: int) -> list[Config]:  # the head's reservation: least power
+            c = self.smallest(run, j)
+            return [c] if c.nodes <= active else []
+
+        res = BudgetResources(state, run, self.budget_mw(state), reserves)
+        head, reserved = queue[0], False
         started: set[int] = set()
         pos = 0
-        while pos < len(queue) and free_n > 0 and free_mw > 0:
+        while pos < len(queue) and res.free > 0:
             window = queue[pos:pos + self.window]
             pos += len(window)
+            free_n, free_mw = res.free_n, res.free_mw
             jobs, cands = [], []
             for j in window:
-                ch = self.choices(state, run, j, free_n, free_mw, deadline)
+                ch = self.choices(state, run, j, free_n, free_mw, res.shadow_s)
                 if ch:
                     jobs.append(j)
                     cands.append(ch)
@@ -224,17 +236,12 @@ class Parm(BudgetPolicy):
                     run.largest_greedy_window = max(run.largest_greedy_window, len(cands))
                 for j, ch, k in zip(jobs, cands, picks):
                     if k is not None:
-                        c = ch[k][1]
-                        run.start(state, j, c)
+                        res.start(j, ch[k][1])
                         started.add(j)
-                        free_n -= c.nodes
-                        free_mw -= c.power_mw
             if not reserved:
                 reserved = True
                 if head not in started:
-                    c = self.smallest(run, head)
-                    if c.nodes <= state.active_procs:
-                        deadline = shadow2(state, run, c.nodes, c.power_mw, budget)[0]
+                    res.reserve(head)
 
     def run_report(self, state: "SimState", records) -> dict:
         run = self.run_of(state)

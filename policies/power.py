@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from olsctl.policies.base import PolicyBase
+from olsctl.policies.verify import VERIFY
 from olsctl.policies.backfill import CountResources, backfill_pass
 from olsctl.policies.order import ORDERS, Order
 from olsctl.power.predict import make_predictor
@@ -24,7 +26,6 @@ from olsctl.power.predict import make_predictor
 if TYPE_CHECKING:
     from olsctl.state import SimState
 
-VERIFY = ("naive", "mean", "max", "gaussian")
 #: what the window knapsack does when its window is full and nothing fits
 FORCE = ("now", "when-fits", "reserve")
 
@@ -49,7 +50,7 @@ def _increase(state: "SimState", predictor, j: int, stat: str = "mean") -> float
 
 
 @dataclass(frozen=True)
-class _PowerPolicy:
+class _PowerPolicy(PolicyBase):
     predictor: Any = "oracle"
     order: str = "fcfs"
     _order: Order = field(init=False, repr=False, compare=False)
@@ -304,50 +305,42 @@ class GreedyKnapsack(_PowerPolicy):
 
 
 class PowerCountResources(CountResources):
-    """EASY's fit test plus a power verification of the running jobs and the candidate:
-    ``naive`` (every processor at peak), ``mean`` or ``max`` (sum of predictions), or
-    ``gaussian`` (sum of means + sigma standard deviations of the sum, jobs independent),
-    plus what idle and sleeping processors draw, against the cap in force."""
+    """EASY's fit test plus the policy's power verification (:data:`VERIFY`) of the
+    running jobs and the candidate against the cap in force."""
 
-    __slots__ = ("policy", "sum_w", "sum_var", "base_w", "cap_w", "stat")
+    __slots__ = ("predict", "predictor", "sigma", "sum_w", "sum_var", "base_w", "cap_w")
 
     def __init__(self, state: "SimState", policy: "PowerEasy") -> None:
         super().__init__(state)
-        self.policy = policy
+        self.predict = VERIFY[policy.verify]
+        self.predictor = policy._predictor
+        self.sigma = policy.sigma
         p = state.power
-        self.stat = "max" if policy.verify == "max" else "mean"
         self.sum_w = self.sum_var = 0.0
         for _, j in state.running:
-            m, sd = self._predicted(j)
+            m, sd = self.predict(state, self.predictor, j)
             self.sum_w += m
-            self.sum_var += sd * sd
+            if sd is not None:
+                self.sum_var += sd * sd
         busy, active = state.busy_procs, state.active_procs
         sleeping = state.total_procs - (active if active > busy else busy)
         self.base_w = p.sleep_w * sleeping
         self.cap_w = p.cap_now(state)
 
-    def _predicted(self, j: int) -> tuple[float, float]:
-        """(power, standard deviation) predicted for job ``j``, all its processors."""
-        st, pol = self.state, self.policy
-        n = st.procs[j]
-        if pol.verify == "naive":
-            return n * st.power.peak_w, 0.0
-        return (n * pol._predictor.predict(st, j, self.stat),
-                n * pol._predictor.predict(st, j, "std") if pol.verify == "gaussian" else 0.0)
-
     def try_start(self, j: int) -> bool:
         st = self.state
-        m, sd = self._predicted(j)
+        m, sd = self.predict(st, self.predictor, j)
+        var = self.sum_var if sd is None else self.sum_var + sd * sd
         idle = st.active_procs - st.busy_procs - st.procs[j]
-        sigma = self.policy.sigma if self.policy.verify == "gaussian" else 0.0
-        total = (self.sum_w + m + sigma * math.sqrt(self.sum_var + sd * sd)
+        margin = 0.0 if sd is None else self.sigma * math.sqrt(var)
+        total = (self.sum_w + m + margin
                  + st.power.idle_w * (idle if idle > 0 else 0) + self.base_w)
         if total > self.cap_w:
             return False
         if not super().try_start(j):
             return False
         self.sum_w += m
-        self.sum_var += sd * sd
+        self.sum_var = var
         return True
 
 

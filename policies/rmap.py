@@ -2,8 +2,9 @@
 
 Every job has a job-level power bound, its fair share of the jobs' budget: the budget x
 its requested nodes / the machine's nodes. All three are EASY backfilling (FCFS) over
-nodes and power (:func:`olsctl.policies.overprovision.budget_backfill`); they differ in
-the configuration (nodes, per-node cap) a job runs in:
+nodes and power (the shared core :func:`olsctl.policies.backfill.backfill_pass` over
+:class:`olsctl.policies.overprovision.BudgetResources`); they differ in the
+configurations (nodes, per-node cap) a job may run in, :meth:`_Rmap.options`:
 
 - **Traditional** (worst-case provisioning): the requested nodes, uncapped, holding
   ``node_peak_w`` each; the bound only limits how many nodes can run at once.
@@ -24,10 +25,11 @@ A job whose bound cannot feed its smallest configuration gets that configuration
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from olsctl.perfmodel import BudgetRun, Config, power_factor
-from olsctl.policies.overprovision import BudgetPolicy, budget_backfill
+from olsctl.policies.backfill import backfill_pass
+from olsctl.policies.overprovision import NO_WIDTH, BudgetPolicy, BudgetResources
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -49,7 +51,8 @@ class _Rmap(BudgetPolicy):
                 cache.setdefault(j, {})[key] = got
             return got
 
-        budget_backfill(state, run, self.budget_mw(state), options)
+        resources = BudgetResources(state, run, self.budget_mw(state), options)
+        backfill_pass(state, state.queue, resources, width=NO_WIDTH)
 
     def options(self, run: BudgetRun, j: int, active: int) -> list[Config]:
         """Configurations job ``j`` may start in, preferred first (the first is what it
@@ -62,7 +65,6 @@ class RmapTraditional(_Rmap):
     """The requested nodes at peak power each (``cap_levels`` and the model unused)."""
 
     name: str = field(default="rmap-traditional", init=False)
-    tunable: ClassVar[tuple[str, ...]] = ("share",)
 
     def options(self, run: BudgetRun, j: int, active: int) -> list[Config]:
         n = run.req_nodes[j]
@@ -102,7 +104,6 @@ class RmapAdaptive(_Rmap):
 
     threshold: float = 0.0
     name: str = field(default="rmap-adaptive", init=False)
-    tunable: ClassVar[tuple[str, ...]] = ("share", "cap_levels", "threshold")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dataclasses import replace
 
 from conftest import make_main, starts_of, workload_from_rows
+from property_tally import checked, run_counted
 from olsctl.cli import main
 from olsctl.config import build_config
 from olsctl.controller import (Candidate, Controller, ControllerSettings, Trial, WhatIfTask,
@@ -108,7 +109,8 @@ def test_a_tick_applies_the_choice_to_the_main_simulator():
     assert [d["chosen"]["active_procs"] for d in ctl.decisions] == [2, 2, 2]
     assert [d["time_s"] for d in ctl.decisions] == [0, 3600, 7200]
     assert max(rec.samples.active_procs[1:]) == 2
-    assert ctl.summary()["changes"] == 0 and ctl.summary()["whatifs"] == 6
+    # the first tick's move from 8 to 2 is a change (the only one)
+    assert ctl.summary()["changes"] == 1 and ctl.summary()["whatifs"] == 6
 
 
 def _busy_then_quiet():
@@ -235,7 +237,7 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
 
 
 def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch):
-    import olsctl.controller as ctlmod
+    import olsctl.controller.scoring as ctlmod
 
     w = _busy_then_quiet()
 
@@ -329,41 +331,105 @@ def _random_snapshot(data, max_machine: int):
 _BOUNDED_METRICS = st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"])
 
 
+def _blocked_snapshot(data, max_machine: int):
+    """A random small workload on 2..max_machine processors and its snapshot at a random
+    time at which a job has been waiting: jobs 1 and 2 come at t=0, job 1 leaves too few
+    processors for job 2 and runs past the snapshot time; up to 23 random jobs follow.
+    Returns the snapshot, the machine size and a random candidate under which every
+    waiting job can start (none is wider than its active processors)."""
+    machine = data.draw(st.integers(2, max_machine))
+    width = data.draw(st.integers(1, machine - 1))
+    runtime = data.draw(st.integers(100, 900))
+    rows, t = [(1, 0, runtime, width), (2, 0, data.draw(st.integers(1, 900)),
+                                        machine - width + 1)], 0
+    for i in range(3, 3 + data.draw(st.integers(0, 23))):
+        t += data.draw(st.sampled_from([0, 0, 5, 30, 200]))
+        rows.append((i, t, data.draw(st.integers(1, 900)), data.draw(st.integers(1, machine))))
+    snap = _snapshot_at(workload_from_rows(rows, machine), data.draw(st.integers(1, runtime - 1)))
+    widest = int(snap.procs[snap.n_running:].max())
+    return snap, machine, Candidate(data.draw(st.integers(widest, machine)))
+
+
+#: the lowest value of each bounded SLA metric
+_FLOOR = {"mean_bsld": 1.0, "mean_wait_s": 0.0, "max_wait_s": 0.0}
+
+
+def _cut_bounds(task: WhatIfTask, cand: Candidate, metric: str) -> list[float]:
+    """The bounds a what-if of ``task`` is cut short at, as its limit is raised to each
+    in turn from the metric's floor (fresh what-ifs, each cut at a later instant), until
+    it runs to the end. Job 2 of :func:`_blocked_snapshot` waits at the first pass, so
+    the first what-if is always cut."""
+    bounds, limit = [], _FLOOR[metric]
+    while True:
+        trial = what_if(replace(task, stop_above=(metric, limit)), cand)
+        if trial.complete:
+            return bounds
+        bounds.append(limit := trial.metric(metric))
+
+
+def _cutting_limit(data, task: WhatIfTask, cand: Candidate, metric: str):
+    """A random limit at which the what-if is cut short (between two successive cut
+    bounds, or at the lower one when the gap is too thin for the margin of the cut),
+    and the cut bounds."""
+    bounds = _cut_bounds(task, cand, metric)
+    i = data.draw(st.integers(0, len(bounds) - 1))
+    below = _FLOOR[metric] if i == 0 else bounds[i - 1]
+    limit = below + data.draw(st.floats(0.0, 0.9)) * (bounds[i] - below)
+    if what_if(replace(task, stop_above=(metric, limit)), cand).complete:
+        limit = below
+    return limit, bounds
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
+def _a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     # Random small workloads, a snapshot at a random time, random candidates and SLAs:
     # a what-if cut short by the bound misses the SLA when run in full, and its bound is
-    # below the full metric; one not cut short is the very same trial.
-    snap, machine = _random_snapshot(data, 12)
+    # below the full metric; one not cut short is the very same trial. Half the limits
+    # are drawn where the what-if must be cut short, half at or above the highest bound
+    # that cuts it (up to twice the full metric), where it must not be.
+    snap, machine, cand = _blocked_snapshot(data, 12)
     metric = data.draw(_BOUNDED_METRICS)
-    limit = data.draw(st.floats(1.0, 400.0))
-    cand = Candidate(data.draw(st.integers(1, machine)))
-    full = what_if(WhatIfTask(snap, {"name": "easy"}), cand)
-    cut = what_if(WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, limit)), cand)
+    task = WhatIfTask(snap, {"name": "easy"})
+    full = what_if(task, cand)
+    limit, bounds = _cutting_limit(data, task, cand, metric)
+    if data.draw(st.booleans()):
+        top = max(bounds[-1], 2.0 * full.metric(metric) + 1.0)
+        limit = data.draw(st.floats(bounds[-1], top))
+    cut = what_if(replace(task, stop_above=(metric, limit)), cand)
     if cut.complete:
         assert cut == full
+        assert limit >= bounds[-1]
     else:
         assert full.metric(metric) > limit
         assert cut.metric(metric) <= full.metric(metric) + 1e-9 * max(1.0, full.metric(metric))
+        assert limit < bounds[-1]
+    checked(True, cut_short=not cut.complete, complete=cut.complete)
+
+
+def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric():
+    run_counted(_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric,
+                cut_short=0.3, complete=0.3)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would(data):
-    # A what-if cut short at one limit, then resumed under a higher limit (or none),
-    # gives exactly the trial of a what-if started with that limit.
+def _a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would(data):
+    # A what-if cut short at one limit, then resumed under higher limits (the next cut
+    # bounds, multiples of the limit, then none), gives exactly the trial of a what-if
+    # started with that limit.
     from olsctl.controller import WhatIfRun
 
-    snap, machine = _random_snapshot(data, 12)
+    snap, machine, cand = _blocked_snapshot(data, 12)
     metric = data.draw(_BOUNDED_METRICS)
-    low = data.draw(st.floats(1.0, 3.0))  # low enough to cut about one in four
-    cand = Candidate(data.draw(st.integers(1, machine)))
-    task = WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, low))
+    task = WhatIfTask(snap, {"name": "easy"})
+    low, bounds = _cutting_limit(data, task, cand, metric)
+    task = replace(task, stop_above=(metric, low))
     run = WhatIfRun(task, cand)
-    if run.trial.complete:
-        return
-    for high in (low * 1.5, low * 4, low * 50, None):
+    checked(not run.trial.complete)
+    assert not run.trial.complete  # cut short, as _cutting_limit made sure
+    highs = sorted({low * 1.5, low * 4, low * 50, *[b for b in bounds if b > low][:3]})
+    for high in (*highs, None):
         stop = None if high is None else (metric, high)
         got = run.resume(stop)
         assert got == what_if(replace(task, stop_above=stop), cand)
@@ -372,6 +438,10 @@ def test_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would(da
     with pytest.raises(ValueError):
         WhatIfRun(task, cand).resume((("max_wait_s" if metric != "max_wait_s"
                                        else "mean_bsld"), low * 2))
+
+
+def test_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would():
+    run_counted(_a_what_if_cut_short_goes_on_as_a_new_one_with_the_higher_limit_would)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

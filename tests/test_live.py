@@ -267,23 +267,78 @@ def test_monitor_replays_at_the_asked_speed(full_run):
     assert now[0] == pytest.approx((samples - 1) / 50)
 
 
-def test_monitor_follows_a_run_in_another_process(tmp_path, capsys):
+#: the CLI in a child process whose feed stops after its third line: it says "paused" on
+#: stdout and waits for a line on stdin before it goes on (so a test, not the clock,
+#: decides how far the run has got when it looks)
+GATED_CLI = [sys.executable, "-c", """
+import sys
+from olsctl import live
+from olsctl.cli import entry_point
+
+write, written = live.Feed.write, [0]
+
+def gated(self, record):
+    write(self, record)
+    written[0] += 1
+    if written[0] == 3:
+        print("paused", flush=True)
+        sys.stdin.readline()
+
+live.Feed.write = gated
+entry_point()
+"""]
+
+
+def test_monitor_follows_a_run_in_another_process(tmp_path, capsys, monkeypatch):
+    # The run (paced, in another process) is held after three feed lines: it has not
+    # finished, so no summary.json yet, and the monitor, started then, shows the run
+    # part-way. The monitor's first wait lets the run go on; it follows it to its end.
     config = _full_config(tmp_path, n=24, gap_s=30)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(CLI + ["run", str(config), "--quiet", "--feed", "--pace", "1500"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    feed = tmp_path / "out" / "live.jsonl"
+    proc = subprocess.Popen(GATED_CLI + ["run", str(config), "--quiet", "--feed", "--pace",
+                                         "1500"],
+                            cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    released = []
+
+    def release() -> None:
+        if not released:
+            released.append(True)
+            try:
+                proc.stdin.write("go\n")
+                proc.stdin.close()
+            except BrokenPipeError:  # the run has already ended
+                pass
+
+    from olsctl import live
+
+    real_monitor = live.monitor
+
+    def monitor(*args, **kwargs):
+        def sleep(s: float) -> None:  # the monitor waits for more lines: let the run go on
+            release()
+            time.sleep(s)
+        return real_monitor(*args, sleep=sleep, **kwargs)
+
+    monkeypatch.setattr(live, "monitor", monitor)
     try:
-        deadline = time.monotonic() + 30
-        while not (feed.exists() and feed.read_text().count("\n") >= 3):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-            time.sleep(0.05)
+        for line in proc.stdout:  # EOF (the run ended early) ends the loop
+            if line.strip() == "paused":
+                break
+        else:
+            release()
+            raise AssertionError(f"the run never paused: {proc.stderr.read()}")
+        assert (tmp_path / "out" / "live.jsonl").read_text().count("\n") == 3
         assert not (tmp_path / "out" / "summary.json").exists()
         assert main(["monitor", str(tmp_path / "out")]) == 0
+        assert released  # the monitor did wait for the run
     finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == 0
+        release()
+        proc.wait(timeout=300)  # a safety net against a hang only
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 0, err
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) >= 2
     assert "done 24/24" not in lines[0] and "done 24/24" in lines[-1]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_main, run_main, run_whatif_all, starts_of, workload_from_rows
+from property_tally import checked, run_counted
 from olsctl.checker import StrictChecker
 from olsctl.policies import make_policy
 from olsctl.policies.order import ORDERS
@@ -33,7 +37,7 @@ def workloads(draw, max_jobs=30):
 @st.composite
 def mqbf_specs(draw):
     k = draw(st.integers(1, 4))
-    bounds = sorted(draw(st.sets(st.integers(1, 450), min_size=k - 1, max_size=k - 1)))
+    bounds = sorted(draw(st.sets(st.integers(2, 450), min_size=k - 1, max_size=k - 1)))
     spec = {"name": "mqbf", "queues": k, "boundaries_s": bounds,
             "order": draw(st.sampled_from(sorted(ORDERS)))}
     if draw(st.booleans()):
@@ -96,33 +100,80 @@ class Recording:
             self.reservations_checked += 1
 
 
+@st.composite
+def blocked_cases(draw, borrow: bool | None = None, order: str | None = None):
+    """(workload, spec): random MQBF settings (``borrow`` and ``order`` unless given) and
+    a workload under them, exact estimates, in which every job can run (without
+    borrowing, each fits its own partition) and some queue must make a reservation:
+    it opens at t=0 with jobs 1 and 2 in the same queue, job 1 as wide as all the
+    processors that queue can use (its partition, or with borrowing the machine), so
+    they cannot both start then. Random jobs follow."""
+    spec = draw(mqbf_specs())
+    if order is not None:
+        spec["order"] = order
+    spec["borrow"] = draw(st.booleans()) if borrow is None else borrow
+    machine = draw(st.integers(2, 16))
+    k, bounds = spec["queues"], spec["boundaries_s"]
+    owned = make_policy(spec).owned(machine)
+    # integer runtimes (= estimates) of each queue: [lo, hi]
+    ranges = [(1 if q == 0 else bounds[q - 1], bounds[q] - 1 if q < k - 1 else 500)
+              for q in range(k)]
+    usable = [q for q in range(k) if spec["borrow"] or owned[q] > 0]
+
+    def width(q: int):
+        return machine if spec["borrow"] else owned[q]
+
+    def job(q: int, procs: int, submit: int, i: int) -> tuple:
+        runtime = draw(st.integers(*ranges[q]))
+        return (i, submit, runtime, procs, runtime)
+
+    q = draw(st.sampled_from(usable))
+    rows = [job(q, width(q), 0, 1), job(q, draw(st.integers(1, width(q))), 0, 2)]
+    t = 0
+    for i in range(3, 3 + draw(st.integers(0, 28))):
+        t += draw(st.sampled_from([0, 0, 1, 3, 10, 40]))
+        q = draw(st.sampled_from(usable))
+        rows.append(job(q, draw(st.integers(1, width(q))), t, i))
+    return workload_from_rows(rows, machine), spec
+
+
 @SETTINGS
-@given(workloads(), mqbf_specs(), st.booleans())
-def test_reservations_hold_in_every_pass(w, spec, borrow):
-    spec["borrow"] = borrow
+@given(blocked_cases())
+def _reservations_hold_in_every_pass(case):
+    w, spec = case
     policy = make_policy(spec)
-    if policy.check_jobs(w.job_id, w.procs, w.estimate_s("exact"), w.machine_procs):
-        return  # without borrowing some job could never run: refused at load
+    assert policy.check_jobs(w.job_id, w.procs, w.estimate_s("exact"),
+                             w.machine_procs) is None
     rec = Recording(policy)
     starts = starts_of(make_main(w, "exact", policy=rec).run())
     assert len(starts) == len(w)
+    checked(rec.reservations_checked > 0)
+
+
+def test_reservations_hold_in_every_pass():
+    run_counted(_reservations_hold_in_every_pass)
 
 
 @SETTINGS
-@given(workloads(), mqbf_specs())
-def test_no_pivot_starts_later_than_its_reservation_without_borrowing(w, spec):
+@given(blocked_cases(borrow=False, order="fcfs"))
+def _no_pivot_starts_later_than_its_reservation_without_borrowing(case):
     # Each queue is then EASY on its own partition, and a pivot keeps its reservation.
     # With borrowing the rules do not promise this across passes: reservations are
     # rebuilt at every pass, and a queue taken earlier in Phase A may borrow what
     # another queue's pivot was promised at the previous pass (see the next test).
-    spec.update(order="fcfs", borrow=False)
+    w, spec = case
     policy = make_policy(spec)
-    if policy.check_jobs(w.job_id, w.procs, w.estimate_s("exact"), w.machine_procs):
-        return
+    assert policy.check_jobs(w.job_id, w.procs, w.estimate_s("exact"),
+                             w.machine_procs) is None
     rec = Recording(policy)
     starts = starts_of(make_main(w, "exact", policy=rec).run())
     for job, reserved in rec.first.items():
         assert starts[job] <= reserved, (job, reserved, starts[job])
+    checked(len(rec.first) > 0)
+
+
+def test_no_pivot_starts_later_than_its_reservation_without_borrowing():
+    run_counted(_no_pivot_starts_later_than_its_reservation_without_borrowing)
 
 
 def test_with_borrowing_a_pivot_can_lose_its_previous_reservation():
@@ -162,38 +213,101 @@ def test_whatif_fidelity_from_snapshots(w, spec, estimates, data):
 
 
 @st.composite
-def busy_workloads(draw):
-    # long queues: bursts of arrivals on a small machine, exact or inexact estimates
+def shortcut_cases(draw, runtimes, gaps, estimate_factors):
+    """(workload, spec, estimates) for the shortcut checks below: MQBF over 1-4 queues
+    split at 20, 60 and 150 s, with or without borrowing, exact or user estimates
+    (``estimate_factors`` x runtime, or 400 s when 0), every job able to run (without
+    borrowing, each fits its own partition in both estimate modes).
+
+    It opens so that both shortcuts must be taken with a job left waiting from an
+    earlier pass: at t=0 job 1 (2 s, its estimate exact in both modes) and job 2, both
+    in the first queue, job 1 leaving processors idle but too few for job 2 (with
+    borrowing or one queue: machine - 1 and the machine; else job 1 fills its partition,
+    which job 2 needs); the other jobs arrive from t=1 on, those at t=1 at least 2 s
+    long. So at t=1 jobs only arrive (the arrivals-only pass) and at t=2 only job 1
+    ends, at its expected end (the pass after ends at the expected time), job 2 waiting
+    at both.
+    """
     machine = draw(st.integers(4, 24))
-    n = draw(st.integers(10, 80))
-    t, rows = 0, []
-    for i in range(n):
-        t += draw(st.sampled_from([0, 0, 0, 1, 2, 5, 20]))
-        runtime = draw(st.integers(1, 300))
-        req = draw(st.sampled_from([runtime, runtime, runtime * 3, 400]))
-        rows.append((i + 1, t, runtime, draw(st.integers(1, machine)), req))
-    return workload_from_rows(rows, machine)
+    k = draw(st.integers(1, 4))
+    bounds = [20, 60, 150][:k - 1]
+    spec = {"name": "mqbf", "queues": k, "boundaries_s": bounds, "borrow": draw(st.booleans())}
+    owned = make_policy(spec).owned(machine)
+    if spec["borrow"] or k == 1:
+        first, second = machine - 1, machine
+    else:
+        first, second = owned[0], draw(st.integers(1, owned[0]))
+    runtime = draw(st.integers(2, 19))
+    rows = [(1, 0, 2, first, 2), (2, 0, runtime, second, runtime)]
+    t = 1
+    for i in range(3, 3 + draw(st.integers(8, 78))):
+        runtime = max(draw(runtimes), 2 if t == 1 else 1)
+        factor = draw(st.sampled_from(estimate_factors))
+        req = runtime * factor if factor else 400
+        if spec["borrow"]:
+            widest = machine
+        else:  # its queue under exact estimates and under user ones
+            widest = min(owned[bisect_right(bounds, runtime)],
+                         owned[bisect_right(bounds, max(req, runtime))])
+        rows.append((i, t, runtime, draw(st.integers(1, widest)), req))
+        t += draw(gaps)
+    return workload_from_rows(rows, machine), spec, draw(st.sampled_from(["exact", "user"]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(busy_workloads(), st.integers(1, 4), st.sampled_from(["exact", "user"]),
-       st.booleans())
-def test_arrivals_only_passes_reuse_the_last_profiles_without_changing_anything(
-        w, k, estimates, borrow):
+@contextmanager
+def _taken_with_a_job_waiting(method: str):
+    """While in the block, record for each call of MultiQueueBackfill's ``method`` (a
+    pass that reuses the last pass's profiles) whether a job that arrived before that
+    instant was waiting (then the reused reservations mattered)."""
     import olsctl.policies.mqbf as mqbf
 
-    spec = {"name": "mqbf", "queues": k, "boundaries_s": [20, 60, 150][:k - 1],
-            "borrow": borrow}
+    calls: list[bool] = []
+    original = getattr(mqbf.MultiQueueBackfill, method)
+
+    def spy(self, state, *args):
+        calls.append(any(state.submit_s[j] < state.now_s for j in state.queue))
+        return original(self, state, *args)
+
+    setattr(mqbf.MultiQueueBackfill, method, spy)
+    try:
+        yield calls
+    finally:
+        setattr(mqbf.MultiQueueBackfill, method, original)
+
+
+def _same_with_and_without_the_shortcut(case, method: str) -> None:
+    """The run under the case's MQBF is the same without the profile-reusing passes;
+    counts the example as checking something when ``method`` ran with a job waiting."""
+    import olsctl.policies.mqbf as mqbf
+
+    w, spec, estimates = case
     policy = make_policy(spec)
-    if policy.check_jobs(w.job_id, w.procs, w.estimate_s(estimates), w.machine_procs):
-        return
-    fast = run_main(w, estimates, policy=policy)
+    assert policy.check_jobs(w.job_id, w.procs, w.estimate_s(estimates),
+                             w.machine_procs) is None
+    with _taken_with_a_job_waiting(method) as calls:
+        fast = run_main(w, estimates, policy=policy)
     mqbf.ARRIVALS_SHORTCUT = False
     try:
         plain = run_main(w, estimates, policy=make_policy(spec))
     finally:
         mqbf.ARRIVALS_SHORTCUT = True
     assert fast == plain
+    checked(any(calls))
+
+
+#: long queues: bursts of arrivals on a small machine, exact or inexact estimates
+BUSY = dict(runtimes=st.integers(1, 300), gaps=st.sampled_from([0, 0, 0, 1, 2, 5, 20]),
+            estimate_factors=[1, 1, 3, 0])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shortcut_cases(**BUSY))
+def _arrivals_only_passes_reuse_the_last_profiles_without_changing_anything(case):
+    _same_with_and_without_the_shortcut(case, "_arrivals_pass")
+
+
+def test_arrivals_only_passes_reuse_the_last_profiles_without_changing_anything():
+    run_counted(_arrivals_only_passes_reuse_the_last_profiles_without_changing_anything)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -223,40 +337,22 @@ def test_arrivals_shortcut_changes_nothing_on_a_long_loaded_workload(seed):
         assert fast == plain
 
 
-@st.composite
-def lockstep_workloads(draw):
-    # few distinct runtimes and submit times on a grid: many jobs end together, at their
-    # expected ends with exact estimates, while pivots wait behind them
-    machine = draw(st.integers(4, 24))
-    n = draw(st.integers(10, 80))
-    t, rows = 0, []
-    for i in range(n):
-        t += draw(st.sampled_from([0, 0, 0, 10, 20, 50]))
-        runtime = draw(st.sampled_from([10, 20, 30, 50, 100, 300]))
-        req = draw(st.sampled_from([runtime, runtime, runtime * 2]))
-        rows.append((i + 1, t, runtime, draw(st.integers(1, machine)), req))
-    return workload_from_rows(rows, machine)
+#: few distinct runtimes and submit times on a grid: many jobs end together, at their
+#: expected ends with exact estimates, while pivots wait behind them
+LOCKSTEP = dict(runtimes=st.sampled_from([10, 20, 30, 50, 100, 300]),
+                gaps=st.sampled_from([0, 0, 0, 10, 20, 50]), estimate_factors=[1, 1, 2])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(lockstep_workloads(), st.integers(1, 4), st.sampled_from(["exact", "user"]),
-       st.booleans())
-def test_passes_after_ends_at_the_expected_time_reuse_the_profiles_without_changing_anything(
-        w, k, estimates, borrow):
-    import olsctl.policies.mqbf as mqbf
+@given(shortcut_cases(**LOCKSTEP))
+def _passes_after_ends_at_the_expected_time_reuse_the_profiles_without_changing_anything(
+        case):
+    _same_with_and_without_the_shortcut(case, "_ends_pass")
 
-    spec = {"name": "mqbf", "queues": k, "boundaries_s": [20, 60, 150][:k - 1],
-            "borrow": borrow}
-    policy = make_policy(spec)
-    if policy.check_jobs(w.job_id, w.procs, w.estimate_s(estimates), w.machine_procs):
-        return
-    fast = run_main(w, estimates, policy=policy)
-    mqbf.ARRIVALS_SHORTCUT = False
-    try:
-        plain = run_main(w, estimates, policy=make_policy(spec))
-    finally:
-        mqbf.ARRIVALS_SHORTCUT = True
-    assert fast == plain
+
+def test_passes_after_ends_at_the_expected_time_reuse_the_profiles_without_changing_anything():
+    run_counted(
+        _passes_after_ends_at_the_expected_time_reuse_the_profiles_without_changing_anything)
 
 
 def test_passes_after_ends_at_the_expected_time_do_reuse_the_profiles(monkeypatch):

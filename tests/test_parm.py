@@ -13,7 +13,7 @@ from olsctl.perfmodel import Config
 from olsctl.policies import make_policy
 from olsctl.policies.parm import pareto_configs, solve_exact, solve_greedy
 from olsctl.workload import load_workload
-from test_rmap import assert_budget_kept, hand_state, run_budget
+from test_rmap import already_running, assert_budget_kept, hand_state, run_budget
 
 
 def _c(nodes: int, power_mw: int, factor: float = 1.0) -> Config:
@@ -89,7 +89,7 @@ def test_a_pass_starts_the_optimal_configurations_and_counts_how_it_solved():
         assert sorted(state.started) == started
         assert state.procs[1] == b_nodes
         assert state.runtime_s[1] == pytest.approx(1000 * 8 / b_nodes)
-        run = state.power
+        run = state.budget
         assert (run.exact_windows, run.greedy_windows) == ((1, 0) if exact_max == 2 else (0, 1))
 
 
@@ -104,6 +104,26 @@ def test_fairness_weight_favours_the_job_waiting_longer():
         state.run_pass(make_policy({"name": "parm", "node_peak_w": 100.0,
                                     "cap_levels": [1.0], "fairness": fairness}))
         assert state.started == [first]
+
+
+def test_later_windows_take_only_what_ends_by_the_heads_shadow_time():
+    # 10 nodes of 100 W, one cap level (peak): a configuration's power is its nodes x
+    # 100 W, of 1000 W. X (4 nodes) runs until 50, Y (3 nodes) until 70: 3 nodes free.
+    # Windows of one job. The head H asks for 8 nodes and is moldable onto 4, 8 or 10:
+    # none fits now, so it reserves its least-power configuration, 4 nodes, at 50 (X
+    # ends; its 8 nodes would only be free at 70). A (2 nodes, ends at 50) then starts;
+    # B (1 node, ends at 51) fits the node and 100 W left but ends after 50: it waits
+    # (EASY would have started it on the 3 nodes spare at 50; PARM's later windows
+    # take none).
+    state = hand_state([4, 3, 8, 2, 1], [0.5] * 5, [0.1] * 5,
+                       [False, False, True, False, False], nodes=10)
+    state.estimate_s[:] = [50.0, 70.0, 100.0, 50.0, 51.0]
+    already_running(state, 0, Config(1.0, 400_000, 4, 100_000))
+    already_running(state, 1, Config(1.0, 300_000, 3, 100_000))
+    state.run_pass(make_policy({"name": "parm", "node_peak_w": 100.0, "cap_levels": [1.0],
+                                "window": 1}))
+    assert state.started == [3]
+    assert state.budget.in_use_mw == 900_000
 
 
 def test_parm_on_a_real_log_keeps_the_budget_and_says_when_it_was_greedy(repo_root):

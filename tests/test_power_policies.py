@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from conftest import make_main, workload_from_rows
 from olsctl.checker import StrictChecker
-from olsctl.policies import make_policy
+from olsctl.policies import REGISTRY, make_policy
+from olsctl.policies.verify import VERIFY
 from olsctl.power.cap import CapSchedule
 from olsctl.power.profiles import PowerProfiles, ProfileSettings, synthetic_profiles
 from olsctl.power.runtime import power_state
@@ -195,6 +196,28 @@ def test_gaussian_verification_counts_sigma():
         state.run_pass(make_policy({"name": "easy-power", "verify": "gaussian",
                                     "sigma": sigma, "predictor": "oracle"}))
         assert state.started == expected, sigma
+
+
+def test_verification_methods_are_a_registry(monkeypatch):
+    # the setting's choices are the registered methods; a new method is one function
+    # and one entry: here every job predicted at 70 W per processor (two: 140 <= 150 W)
+    assert REGISTRY["easy-power"].params["verify"].choices == tuple(VERIFY)
+    monkeypatch.setitem(VERIFY, "flat70", lambda state, predictor, j: (state.procs[j] * 70.0,
+                                                                      None))
+    prof = PowerProfiles(np.array([0, 2, 4]), np.array([0.5] * 4),
+                         np.array([40.0, 80.0, 40.0, 80.0]), 0)
+    for cap_w, expected in ((150.0, [0, 1]), (130.0, [0])):
+        state = SimState(4, [0, 1], [0.0, 0.0], [1, 1], [10.0, 10.0], [10.0, 10.0],
+                         checker=StrictChecker())
+        state.power = power_state(prof, [0, 0], 0.0, 0.0, 100.0, CapSchedule.constant(cap_w))
+        state.arrive(0)
+        state.arrive(1)
+        state.run_pass(make_policy({"name": "easy-power", "verify": "flat70",
+                                    "predictor": "oracle"}))
+        assert state.started == expected, cap_w
+    with pytest.raises(ValueError, match="verify: must be one of naive, mean, max, "
+                                         "gaussian, flat70"):
+        make_policy({"name": "easy-power", "verify": "median"})
 
 
 POLICIES = [

@@ -16,8 +16,9 @@ from olsctl.checker import StrictChecker
 from olsctl.cli import main
 from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_timeline, node_options,
                               power_factor, scale_factor)
-from olsctl.policies import make_policy
-from olsctl.policies.overprovision import shadow2
+from olsctl.policies import REGISTRY, make_policy
+from olsctl.policies.backfill import Reservation, backfill_pass
+from olsctl.policies.overprovision import NO_WIDTH, BudgetResources
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState
 from olsctl.whatif import run_whatif
@@ -41,7 +42,7 @@ def hand_state(req, kappa, serial, moldable, nodes=16, runtime_s=1000.0, sizes=J
     n = len(req)
     state = SimState(nodes, list(range(1, n + 1)), [0.0] * n, req, [runtime_s] * n,
                      [runtime_s] * n, checker=StrictChecker())
-    state.power = BudgetRun(PerfSettings(sizes=sizes), nodes, list(req), list(kappa),
+    state.budget = BudgetRun(PerfSettings(sizes=sizes), nodes, list(req), list(kappa),
                             list(serial), list(moldable))
     for i in range(n):
         state.arrive(i)
@@ -50,7 +51,7 @@ def hand_state(req, kappa, serial, moldable, nodes=16, runtime_s=1000.0, sizes=J
 
 def already_running(state, j: int, c: Config) -> None:
     """Job ``j`` runs in ``c`` since now (set up before the pass under test)."""
-    state.power.start(state, j, c)
+    state.budget.start(state, j, c)
     state.queue.remove(j)
 
 
@@ -66,7 +67,7 @@ def run_budget(workload, spec: dict, active=None):
 def assert_budget_kept(policy, state, records, workload) -> None:
     """From the records alone and the cap each job got: the power held never exceeds
     the budget, each job ran on nodes it may run on, for exactly the model's time."""
-    run = state.power
+    run = state.budget
     index = {jid: i for i, jid in enumerate(state.job_id)}
     logged = dict(zip(workload.job_id.tolist(), workload.runtime_s.tolist()))
     peak_mw = policy._peak_mw
@@ -101,19 +102,19 @@ def test_adaptive_takes_the_fastest_configuration_under_the_job_bound():
     state = hand_state([4], [1.0], [0.1], [True])
     state.run_pass(make_policy({"name": "rmap-adaptive", "bound": 0.8, **HAND}))
     assert state.started == [0]
-    assert state.procs[0] == 8 and state.power.level_mw[0] == 620_000
+    assert state.procs[0] == 8 and state.budget.level_mw[0] == 620_000
     assert state.runtime_s[0] == pytest.approx(1000 * 0.85 / 0.65)  # 1307.69 s
     assert state.estimate_s[0] == state.runtime_s[0]
-    assert state.power.in_use_mw == 4_960_000
+    assert state.budget.in_use_mw == 4_960_000
     # Naive: the 4 nodes at the highest cap within 0.8 x 1600 = 1280 W a node: 952.5 W
     state = hand_state([4], [1.0], [0.1], [True])
     state.run_pass(make_policy({"name": "rmap-naive", "bound": 0.8, **HAND}))
-    assert (state.procs[0], state.power.level_mw[0]) == (4, 952_500)
+    assert (state.procs[0], state.budget.level_mw[0]) == (4, 952_500)
     assert state.runtime_s[0] == pytest.approx(1000 * 4 / 3)
     # Traditional: the 4 nodes uncapped, 6400 W held, the logged runtime
     state = hand_state([4], [1.0], [0.1], [True])
     state.run_pass(make_policy({"name": "rmap-traditional", "bound": 0.8, **HAND}))
-    assert (state.procs[0], state.power.held_mw[0], state.runtime_s[0]) == (4, 6_400_000,
+    assert (state.procs[0], state.budget.held_mw[0], state.runtime_s[0]) == (4, 6_400_000,
                                                                            1000.0)
 
 
@@ -123,7 +124,7 @@ def test_adaptive_overprovisions_when_the_job_scales():
     # peak (6400 W) and 8 x 620 W (4960 W) both take 1.0; 8 x 952.5 W would need 7620 W.
     state = hand_state([4], [1.0], [0.0], [True])
     state.run_pass(make_policy({"name": "rmap-adaptive", "bound": 1.0, **HAND}))
-    assert (state.procs[0], state.power.level_mw[0]) == (6, 952_500)
+    assert (state.procs[0], state.budget.level_mw[0]) == (6, 952_500)
     assert state.runtime_s[0] == pytest.approx(1000 * 8 / 9)
 
 
@@ -145,7 +146,7 @@ def test_less_power_free_gives_the_next_best_only_within_the_threshold():
             assert state.started == []
         else:
             assert state.started == [0]
-            assert (state.procs[0], state.power.level_mw[0]) == expect[:2]
+            assert (state.procs[0], state.budget.level_mw[0]) == expect[:2]
             assert state.runtime_s[0] == pytest.approx(1000 * expect[2])
     # with Q at 4 x 1000 W only 3280 W are free: 4 x 952.5 W no longer fits; 50%
     # (1.96) still allows 2 x 1600 W (1.6923, 3200 W), 20% allows nothing that fits
@@ -156,7 +157,7 @@ def test_less_power_free_gives_the_next_best_only_within_the_threshold():
         already_running(state, 2, Config(1.2, 4_400_000, 4, 1_100_000))
         state.run_pass(make_policy({"name": "rmap-adaptive", "bound": 0.8,
                                     "threshold": threshold, **HAND}))
-        got = (state.procs[0], state.power.level_mw[0]) if state.started else None
+        got = (state.procs[0], state.budget.level_mw[0]) if state.started else None
         assert got == expect
 
 
@@ -167,10 +168,10 @@ def test_a_fair_share_below_the_lowest_cap():
     # not fit (2480 W).
     state = hand_state([4], [1.0], [0.1], [True])
     state.run_pass(make_policy({"name": "rmap-naive", "bound": 0.3, **HAND}))
-    assert (state.procs[0], state.power.held_mw[0]) == (4, 2_480_000)
+    assert (state.procs[0], state.budget.held_mw[0]) == (4, 2_480_000)
     state = hand_state([4], [1.0], [0.1], [True])
     state.run_pass(make_policy({"name": "rmap-adaptive", "bound": 0.3, **HAND}))
-    assert (state.procs[0], state.power.level_mw[0]) == (2, 952_500)
+    assert (state.procs[0], state.budget.level_mw[0]) == (2, 952_500)
     assert state.runtime_s[0] == pytest.approx(1000 * 0.55 / 0.325 * 4 / 3)
 
 
@@ -193,19 +194,62 @@ def test_power_reservation_holds_back_a_job_the_nodes_would_allow():
     assert_budget_kept(policy, state, records, w)
 
 
+def _cfg(nodes: int, power_mw: int, factor: float = 1.0) -> Config:
+    return Config(factor, power_mw, nodes, power_mw // nodes)
+
+
 def test_shadow_time_over_nodes_and_power():
     # running: X (2 nodes, 3000 W, ends 50), Y (6 nodes, 1000 W, ends 80); 10 nodes and
-    # 5000 W in all, so 2 nodes and 1000 W free. A job needing 4 nodes and 3500 W:
+    # 5000 W in all, so 2 nodes and 1000 W free. A head needing 4 nodes and 3500 W:
     # at 50, 4 nodes and 4000 W are free -> shadow 50, 0 nodes and 500 W spare.
     # Needing 9 nodes and 1000 W: only at 80 (10 nodes, 5000 W): 1 node, 4000 W spare.
-    state = hand_state([2, 6], [0, 0], [0, 0], [False, False], nodes=10)
-    state.estimate_s[:] = [50.0, 80.0]
+    # It reserves its first configuration: a second one that would fit sooner is not it.
+    state = hand_state([2, 6, 4], [0, 0, 0], [0, 0, 0], [False] * 3, nodes=10)
+    state.estimate_s[:2] = [50.0, 80.0]
     already_running(state, 0, Config(1.0, 3_000_000, 2, 1_500_000))
     already_running(state, 1, Config(1.0, 1_000_000, 6, 166_667))
-    run = state.power
-    assert shadow2(state, run, 4, 3_500_000, 5_000_000) == (50.0, 0, 500_000)
-    assert shadow2(state, run, 9, 1_000_000, 5_000_000) == (80.0, 1, 4_000_000)
-    assert shadow2(state, run, 4, 6_000_000, 5_000_000)[0] == float("inf")
+    for configs, expect in (([_cfg(4, 3_500_000)], (50.0, 0, 500_000)),
+                            ([_cfg(9, 1_000_000), _cfg(1, 100_000)], (80.0, 1, 4_000_000)),
+                            ([_cfg(4, 6_000_000)], (float("inf"), 0, 0)),
+                            ([], (float("inf"), 0, 0))):  # never fits the active nodes
+        res = BudgetResources(state, state.budget, 5_000_000, lambda j: configs)
+        assert (res.free, res.free_n, res.free_mw) == (2, 2, 1_000_000)
+        res.reserve(2)
+        assert (res.shadow_s, res.extra_n, res.extra_mw) == expect
+        assert res.settle() == ([Reservation(2, expect[0], (configs[0].nodes,))]
+                                if expect[0] < float("inf") else [])
+
+
+def test_budget_pass_first_fit_configuration_and_shadow_by_scaled_estimate():
+    # 10 nodes, 5000 W for jobs. X (2 nodes, 3000 W) ends at 50 and Y (5 nodes, 1000 W)
+    # at 80: 3 nodes and 1000 W free. The head H needs 9 nodes, 1000 W: shadow 80,
+    # 1 node and 4000 W spare then. A (estimate 60) would first run on 2 nodes 1.5 x as
+    # long: it would end at 90, past the shadow, and needs 2 nodes of the 1 spare; its
+    # next configuration (1 node, 400 W, x 1.25) ends at 75: it starts in that one (on
+    # its logged estimate alone, 60, the first would have passed). B (estimate 100,
+    # 1 node, 600 W) ends past the shadow but fits what is spare then: it starts, and
+    # takes the last 600 W. With 1 node but no power free the pass stops: C, which
+    # would fit the node, is not even asked.
+    state = hand_state([2, 5, 9, 2, 1, 1], [0] * 6, [0] * 6, [False] * 6, nodes=10)
+    state.estimate_s[:] = [50.0, 80.0, 100.0, 60.0, 100.0, 10.0]
+    already_running(state, 0, _cfg(2, 3_000_000))
+    already_running(state, 1, _cfg(5, 1_000_000))
+    table = {2: [_cfg(9, 1_000_000)], 3: [_cfg(2, 600_000, 1.5), _cfg(1, 400_000, 1.25)],
+             4: [_cfg(1, 600_000)], 5: [_cfg(1, 1_000)]}
+    asked = []
+
+    def options(j):
+        asked.append(j)
+        return table[j]
+
+    res = BudgetResources(state, state.budget, 5_000_000, options)
+    backfill_pass(state, state.queue, res, width=NO_WIDTH)
+    assert state.started == [0, 1, 3, 4]  # X and Y set up before the pass
+    assert (state.procs[3], state.estimate_s[3]) == (1, 75.0)
+    assert res.settle() == [Reservation(2, 80.0, (9,))]
+    assert (res.extra_n, res.extra_mw) == (0, 3_400_000)
+    assert (res.free, res.free_n, res.free_mw) == (0, 1, 0)
+    assert asked == [2, 2, 3, 4]  # the head is tried, then reserves; C never
 
 
 def test_traditional_with_the_power_of_the_original_machine_is_easy(repo_root):
@@ -299,13 +343,14 @@ def test_same_settings_same_schedule():
 def test_tunable_settings_are_plain_parameters():
     for name in ("rmap-traditional", "rmap-naive", "rmap-adaptive", "parm"):
         policy = make_policy({"name": name})
-        assert "share" in policy.tunable
-        for key in policy.tunable:
-            assert key in policy.settings()
+        tunable = REGISTRY[name].tunable
+        assert "share" in tunable
+        for key in tunable:
+            assert key in policy.settings() and key in REGISTRY[name].params
         again = make_policy({**policy.settings(), "share": 0.9})
         assert again.share == 0.9 and again.name == name
-    assert "threshold" in make_policy({"name": "rmap-adaptive"}).tunable
-    assert "cap_levels" in make_policy({"name": "parm"}).tunable
+    assert "threshold" in REGISTRY["rmap-adaptive"].tunable
+    assert "cap_levels" in REGISTRY["parm"].tunable
 
 
 @pytest.mark.parametrize("body,key", [
@@ -339,6 +384,6 @@ def test_bad_settings_give_one_line_errors(tmp_path, capsys, body, key):
 
 def test_policies_need_their_model():
     state = hand_state([1], [0.5], [0.1], [False])
-    state.power = None
+    state.budget = None
     with pytest.raises(ValueError, match="prepare"):
         state.run_pass(make_policy({"name": "rmap-adaptive"}))

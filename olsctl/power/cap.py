@@ -25,6 +25,11 @@ class CapSchedule:
     def cap_at(self, t: float) -> float:
         return self.caps_w[bisect_right(self.times_s, t) - 1]
 
+    def next_change_s(self, t: float) -> float:
+        """The first change after ``t`` (inf: none left)."""
+        i = bisect_right(self.times_s, t)
+        return self.times_s[i] if i < len(self.times_s) else float("inf")
+
     @classmethod
     def constant(cls, cap_w: float) -> "CapSchedule":
         return cls((float("-inf"),), (float(cap_w),))

@@ -70,6 +70,10 @@ class PowerState:
         if len(self.fed) < n:
             self.fed.extend([0] * (n - len(self.fed)))
 
+    def next_change_s(self, now_s: float) -> float:
+        """When the cap schedule next moves to a new cap after ``now_s`` (inf: never)."""
+        return self.cap.next_change_s(now_s)
+
     def cap_now(self, state: "SimState") -> float:
         return self.cap.cap_at(state.now_s)
 

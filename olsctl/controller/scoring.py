@@ -1,0 +1,406 @@
+"""Trial scoring: what a candidate setting is, and what its what-if says about it.
+
+Here belong the candidate (:class:`Candidate`), the picklable work shipped to a worker
+(:class:`WhatIfTask`), the frozen result (:class:`Trial`), the pure top-level what-if
+(:func:`what_if`, :class:`WhatIfRun`, :func:`what_if_batch`) and how a trial is scored:
+SLA metrics of the snapshot's jobs, the power forecast over the coming interval, and the
+cost. Nothing here knows about ticks, searches or worker pools.
+
+:func:`what_if` is a pure top-level function of (task, candidate, seed), so results do
+not depend on the number of workers or the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from olsctl.policies import make_policy
+from olsctl.state import SimState, Snapshot
+from olsctl.whatif import JobTable, steps
+
+#: metrics an SLA can bound (of the snapshot's jobs in a what-if)
+SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
+#: cost parts a candidate's cost can weigh
+COSTS = ("active_procs", "energy", "power_cap", "peak_power")
+INF = math.inf
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """One setting to try: active processors, and (None: unchanged) a power cap in watts,
+    a knapsack window, and values of other tunable policy settings, as (name, value)."""
+
+    active_procs: int
+    cap_w: float | None = None
+    window: int | None = None
+    params: tuple = ()
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {"active_procs": self.active_procs}
+        if self.cap_w is not None:
+            out["cap_w"] = self.cap_w
+        if self.window is not None:
+            out["window"] = self.window
+        for name, value in self.params:
+            out[f"policy.{name}"] = value
+        return out
+
+    def policy_spec(self, base: dict) -> dict:
+        """``base`` (a policy spec) with this candidate's window and settings."""
+        spec = dict(base)
+        if self.window is not None:
+            spec["window"] = int(self.window)
+        spec.update(self.params)
+        return spec
+
+
+@dataclass(frozen=True)
+class WhatIfTask:
+    """Everything a what-if needs besides the candidate (picklable, shipped once per batch).
+
+    ``cost`` is a tuple of (name, weight) pairs; ``power_s`` the span over which energy and
+    power are predicted (the controller's interval); ``horizon_s`` None runs until every
+    snapshot job has started."""
+
+    snapshot: Snapshot
+    policy: dict
+    cost: tuple[tuple[str, float], ...] = (("active_procs", 1.0),)
+    arrivals: JobTable | None = None
+    arrivals_power: Any = None
+    horizon_s: float | None = None
+    power_s: float = 3600.0
+    wake_energy_j: float = 0.0
+    #: (metric, limit): cut a what-if short once it surely misses this SLA (None: never)
+    stop_above: tuple[str, float] | None = None
+    #: processors a candidate adds become usable this long after the tick
+    wake_latency_s: float = 0.0
+    #: the setting in force (what a candidate changes, see :func:`apply_candidate`);
+    #: None: a candidate's cap, window and settings count as changes
+    current: "Candidate | None" = None
+    #: the arrivals' job model under RMAP/PARM (olsctl.perfmodel.BudgetRun)
+    arrivals_budget: Any = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate's what-if: SLA metrics of the snapshot's jobs, power, and its cost.
+
+    ``unstarted`` jobs could never start (the metrics are then infinite); ``censored`` jobs
+    were still waiting at the horizon (their waits count up to it, a lower bound). An
+    incomplete trial (``stopped_at_s`` set) was cut short once it surely missed the SLA:
+    its SLA metric is the lower bound that proved it, the other metrics are unknown."""
+
+    candidate: Candidate
+    jobs: int
+    unstarted: int
+    censored: int
+    mean_bsld: float
+    p95_bsld: float
+    mean_wait_s: float
+    max_wait_s: float
+    cost: float
+    queue_mean_bsld: tuple[float, ...] | None = None
+    energy_j: float | None = None
+    mean_power_w: float | None = None
+    peak_power_w: float | None = None
+    error: str | None = None
+    stopped_at_s: float | None = None
+    #: the candidate's cap is below the power forecast (it could not be kept)
+    over_cap: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped_at_s is None
+
+    @property
+    def active_procs(self) -> int:
+        return self.candidate.active_procs
+
+    def metric(self, name: str) -> float:
+        return INF if (self.unstarted or self.error or self.over_cap) else getattr(self, name)
+
+    def as_dict(self) -> dict:
+        out = {**self.candidate.as_dict(), "jobs": self.jobs, "unstarted": self.unstarted}
+        if self.censored:
+            out["censored"] = self.censored
+        for name in SLA_METRICS:
+            out[name] = _json_float(getattr(self, name))
+        if self.queue_mean_bsld is not None:
+            out["queue_mean_bsld"] = [_json_float(v) for v in self.queue_mean_bsld]
+        if self.energy_j is not None:
+            out["energy_j"] = _json_float(self.energy_j)
+            out["mean_power_w"] = _json_float(self.mean_power_w)
+            out["peak_power_w"] = _json_float(self.peak_power_w)
+        out["cost"] = _json_float(self.cost)
+        if self.stopped_at_s is not None:
+            out["stopped_at_s"] = self.stopped_at_s
+        if self.over_cap:
+            out["over_cap"] = True
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def known_costs(task: WhatIfTask, candidate: Candidate) -> dict[str, float]:
+    """The parts of a candidate's cost known before its what-if runs: its active
+    processors, its tuned numeric policy settings (``policy.<name>``) and, when a policy
+    meters power against a cap, the cap it sets (or the one in force)."""
+    snap = task.snapshot
+    parts: dict[str, float] = {"active_procs": float(candidate.active_procs)}
+    for name, value in candidate.params:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts[f"policy.{name}"] = float(value)
+    if snap.power is not None:
+        cap_w = candidate.cap_w
+        parts["power_cap"] = float(snap.power.cap.cap_at(snap.now_s) if cap_w is None
+                                   else cap_w)
+    return parts
+
+
+def weighted_cost(weights: tuple[tuple[str, float], ...], parts: dict[str, float]) -> float:
+    """The cost of a candidate whose cost parts are ``parts`` (a part not there is
+    unknown: infinite)."""
+    return float(sum(w * parts.get(name, INF) for name, w in weights))
+
+
+def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
+    """Run the task's snapshot with ``candidate`` applied; score the snapshot's jobs.
+    Pure: the same inputs give the same trial (``seed`` is reserved for randomised
+    arrival models; the bundled ones are deterministic)."""
+    return WhatIfRun(task, candidate).trial
+
+
+def apply_candidate(state: SimState, candidate: Candidate, current: Candidate | None,
+                    wake_latency_s: float) -> None:
+    """Apply ``candidate`` to a what-if's state as the controller applies it to the main
+    simulator: only what differs from the setting in force (``current``) changes. More
+    active processors than in force wait for the wake latency, fewer apply at once; a
+    cap holds from now on; a change makes the snapshot instant's pass due (it may start
+    jobs), as it does in the main simulator."""
+    if candidate.active_procs != state.target_active:
+        state.request_active(candidate.active_procs, wake_latency_s)
+    cap_w = candidate.cap_w
+    if state.power is not None and cap_w is not None and (current is None
+                                                           or cap_w != current.cap_w):
+        from olsctl.power.cap import CapSchedule
+
+        state.power.cap = CapSchedule.constant(cap_w)
+        state.pass_due = True
+    if current is not None and (candidate.window, candidate.params) != (current.window,
+                                                                         current.params):
+        state.pass_due = True
+    elif current is None and (candidate.window is not None or candidate.params):
+        state.pass_due = True
+
+
+class WhatIfRun:
+    """One what-if (see :func:`what_if`; ``trial`` is its result). One cut short can go
+    on under a higher limit (:meth:`resume`), with the trial a new what-if under that
+    limit would give, without running its start again."""
+
+    def __init__(self, task: WhatIfTask, candidate: Candidate) -> None:
+        self.task, self.candidate = task, candidate
+        self.steps = None
+        snap = task.snapshot
+        n = self.n = int(snap.job_id.size)
+        active = self.active = int(candidate.active_procs)
+        self.cost_parts = known_costs(task, candidate)
+        self.metered = snap.power is not None  # a policy meters power
+        too_wide = int((snap.procs[snap.n_running:] > active).sum())
+        if too_wide:  # they can never start on this machine: no need to simulate
+            self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
+            return
+        state = self.state = SimState.from_snapshot(snap)
+        apply_candidate(state, candidate, task.current, task.wake_latency_s)
+        self.policy = _policy(candidate.policy_spec(task.policy))
+        self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+        self.steps = steps(state, self.policy, task.arrivals, task.arrivals_power,
+                           watch_snapshot=True, until_s=self.until,
+                           stop_above=task.stop_above, arrivals_budget=task.arrivals_budget)
+        self.trial = self._score(next(self.steps, None))
+
+    def resume(self, stop_above: tuple[str, float] | None) -> Trial:
+        """The trial under ``stop_above``: the task's metric with a higher limit, or None
+        to run to the end. Only for a what-if cut short."""
+        if self.trial.complete:
+            raise ValueError("only a what-if cut short can go on")
+        if stop_above is not None and stop_above[0] != self.task.stop_above[0]:
+            raise ValueError("a what-if goes on under the same metric")
+        try:
+            stopped = self.steps.send(None if stop_above is None else stop_above[1])
+        except StopIteration:
+            stopped = None
+        self.task = replace(self.task, stop_above=stop_above)
+        self.trial = self._score(stopped)
+        return self.trial
+
+    def _cost(self) -> float:
+        return weighted_cost(self.task.cost, self.cost_parts)
+
+    def _score(self, stopped: float | None) -> Trial:
+        task, candidate, n, state = self.task, self.candidate, self.n, self.state
+        snap = task.snapshot
+        if stopped is not None:
+            values = {name: math.nan for name in SLA_METRICS}
+            values[task.stop_above[0]] = stopped
+            return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS),
+                         self._cost(), stopped_at_s=state.now_s)
+        start = state.start_s[:n]
+        censored = unstarted = 0
+        for k, s in enumerate(start):
+            if s != s:  # NaN: not started
+                if task.horizon_s is not None:
+                    # still waiting at the horizon: it has waited at least until then
+                    start[k] = self.until
+                    censored += 1
+                else:
+                    unstarted += 1
+        energy = mean_w = peak_w = None
+        over_cap = False
+        if self.metered:
+            energy, mean_w, peak_w = _power_forecast(snap, state, task, self.active)
+            self.cost_parts.update(energy=energy, peak_power=peak_w)
+            over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
+        cost = self._cost()
+        if n == 0:
+            return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
+                         mean_w, peak_w, over_cap=over_cap)
+        if unstarted:
+            return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost, None,
+                         energy, mean_w, peak_w, over_cap=over_cap)
+        submit, runtime = state.submit_s, state.runtime_s
+        wait = [start[k] - submit[k] for k in range(n)]
+        bsld = [1.0 + w / (r if r > 10.0 else 10.0) for w, r in zip(wait, runtime)]
+        queue_bsld = None
+        if self.policy.n_queues:  # a multi-queue policy: its queues scored apart too
+            queue_index = self.policy.queue_index
+            sums = [[0.0, 0] for _ in range(self.policy.n_queues)]
+            for e, b in zip(state.estimate_s, bsld):
+                q = sums[queue_index(e)]
+                q[0] += b
+                q[1] += 1
+            queue_bsld = tuple(total / count if count else 1.0 for total, count in sums)
+        return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
+                     math.fsum(wait) / n, max(wait), cost, queue_bsld, energy, mean_w,
+                     peak_w, over_cap=over_cap)
+
+
+_POLICIES: dict[str, Any] = {}
+
+
+def _policy(spec: dict) -> Any:
+    """The policy of ``spec``, built once per process (policies hold settings only)."""
+    key = json.dumps(spec, sort_keys=True, default=str)
+    got = _POLICIES.get(key)
+    if got is None:
+        if len(_POLICIES) > 256:
+            _POLICIES.clear()
+        got = _POLICIES[key] = make_policy(spec)
+    return got
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile with linear interpolation between order statistics (numpy's
+    default method, computed the same way)."""
+    x = sorted(values)
+    h = (len(x) - 1) * q / 100.0
+    lo = int(h)
+    t = h - lo
+    a = x[lo]
+    b = x[lo + 1] if lo + 1 < len(x) else a
+    d = b - a
+    return a + d * t if t < 0.5 else b - d * (1.0 - t)
+
+
+def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0,
+                  keep: dict[Candidate, WhatIfRun] | None = None) -> list[Trial]:
+    """:func:`what_if` for several candidates (one shipment of the task); a candidate
+    whose what-if raises gives a trial carrying the error instead. With ``keep`` (in
+    this process only), the what-ifs cut short are kept there by candidate, to go on
+    later (:meth:`WhatIfRun.resume`)."""
+    out: list[Trial] = []
+    for c in candidates:
+        try:
+            run = WhatIfRun(task, c)
+            out.append(run.trial)
+            if keep is not None and not run.trial.complete:
+                keep[c] = run
+        except Exception as exc:  # reported in the decision log; the run goes on
+            out.append(_failed(task, c, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def _timed_batch(batch: Callable[..., list[Trial]], task: WhatIfTask,
+                 candidates: Sequence[Candidate], seed: int = 0) -> tuple[list[Trial], float]:
+    """``batch(task, candidates, seed)`` and the wall seconds it took (in a worker)."""
+    t0 = time.perf_counter()
+    trials = batch(task, candidates, seed)
+    return trials, time.perf_counter() - t0
+
+
+def _failed(task: WhatIfTask, c: Candidate, error: str) -> Trial:
+    return Trial(c, int(task.snapshot.job_id.size), 0, 0, INF, INF, INF, INF, INF, error=error)
+
+
+def _power_forecast(snap: Snapshot, state: SimState, task: WhatIfTask,
+                    active: int) -> tuple[float, float, float]:
+    """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
+    the what-if: for energy and mean power every job at its profile's mean power, for
+    the peak at its profile's maximum (what a cap must allow for); idle active
+    processors at idle power, the rest asleep, plus the wakes the candidate needs."""
+    p = state.power
+    now = snap.now_s
+    end = now + task.power_s
+    procs, start, runtime = state.procs, state.start_s, state.runtime_s
+    mean_w, max_w = p.true_mean_w, p.true_max_w
+    n_power = len(mean_w)
+    events: dict[float, list[float]] = {}  # time -> [d busy procs, d watts, d max watts]
+    for j, s in enumerate(start):
+        if s != s or s >= end or j >= n_power:
+            continue
+        e = s + runtime[j]
+        if e <= now:
+            continue
+        w, top = procs[j] * mean_w[j], procs[j] * max_w[j]
+        a = events.setdefault(max(s, now), [0.0, 0.0, 0.0])
+        a[0] += procs[j]
+        a[1] += w
+        a[2] += top
+        if e < end:
+            b = events.setdefault(e, [0.0, 0.0, 0.0])
+            b[0] -= procs[j]
+            b[1] -= w
+            b[2] -= top
+    total = snap.total_procs
+    busy = busy_w = busy_top = 0.0
+    energy = 0.0
+    peak = 0.0
+    times = sorted(events)
+    times.append(end)
+    t_prev = now
+    for t in times:
+        if t > t_prev:
+            idle = active - busy if active > busy else 0.0
+            asleep = total - (active if active > busy else busy)
+            rest = p.idle_w * idle + p.sleep_w * asleep
+            energy += (busy_w + rest) * (t - t_prev)
+            top = busy_top + rest
+            peak = top if top > peak else peak
+            t_prev = t
+        d = events.get(t)
+        if d is not None:
+            busy += d[0]
+            busy_w += d[1]
+            busy_top += d[2]
+    energy += task.wake_energy_j * max(0, active - snap.active_procs)
+    return energy, energy / task.power_s, peak
+
+
+
+def _json_float(v: float | None) -> float | None:
+    """JSON has no infinity: write it as null."""
+    return None if v is None or not math.isfinite(v) else v

@@ -1,0 +1,177 @@
+"""Search strategies: which candidates a tick runs what-ifs for, and the choice among them.
+
+Here belong the strategies, registered by name in :data:`STRATEGIES` (the names
+``controller.search`` accepts), the rule that picks the winner (:func:`choose`) and the
+finishing of the closest candidate when none meets the SLA (:func:`_complete_closest`).
+A strategy is a plain function of a :class:`SearchContext` returning the trials to log,
+in the candidates' order; a new one is one function plus one line in the registry. A
+strategy may run fewer what-ifs than ``grid`` but must choose as it would, given that a
+larger setting never hurts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from olsctl.controller.scoring import (INF, Candidate, Trial, WhatIfTask, known_costs,
+                                       weighted_cost)
+
+if TYPE_CHECKING:
+    from olsctl.controller.dispatch import Dispatcher
+
+#: cost parts a ``cheapest-first`` search can rank candidates by before running them
+KNOWN_COSTS = ("active_procs", "power_cap")
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What a strategy works with in one tick: the ``dispatcher`` that runs (and counts)
+    what-ifs, the ``task`` (snapshot and settings shipped with every what-if), the
+    ``candidates`` in the settings' order, the number of ``waiting`` jobs (the pool is
+    used only with enough of them), and the SLA the trials must meet (``sla_metric`` <=
+    ``limit``: the SLA's own limit, or the one SLA feedback set for this tick)."""
+
+    dispatcher: Dispatcher
+    task: WhatIfTask
+    candidates: list[Candidate]
+    waiting: int
+    sla_metric: str
+    limit: float
+
+    def evaluate(self, cands: list[Candidate], pool: bool | None = None) -> list[Trial]:
+        """The trials of ``cands``, in order (see :meth:`Dispatcher.evaluate`)."""
+        return self.dispatcher.evaluate(self.task, cands, self.waiting, pool)
+
+    def meets(self, trial: Trial) -> bool:
+        return trial.metric(self.sla_metric) <= self.limit
+
+
+def grid_search(ctx: SearchContext) -> list[Trial]:
+    """Every candidate."""
+    return ctx.evaluate(ctx.candidates)
+
+
+def bisect_search(ctx: SearchContext) -> list[Trial]:
+    """Bisection along the first setting with several values (active processors, else
+    the cap, else the window): per combination of the others, the smallest value meeting
+    the SLA, assuming a larger one never hurts; all combinations advance together, one
+    probe each per round. Stops at the first round with a failed what-if."""
+    cands = ctx.candidates
+    axis = next((k for k in range(3) if len({_axes(c)[k] for c in cands}) > 1), 0)
+    groups: dict[tuple, list[Candidate]] = {}
+    for c in sorted(cands, key=lambda c: _axes(c)[axis]):
+        key = tuple(v for k, v in enumerate(_axes(c)) if k != axis) + (c.params,)
+        groups.setdefault(key, []).append(c)
+    bounds = {k: [0, len(g)] for k, g in groups.items()}
+    done: dict[Candidate, Trial] = {}
+    while True:
+        probes = []
+        for k, (lo, hi) in bounds.items():
+            if lo < hi:
+                probes.append(groups[k][(lo + hi) // 2])
+        if not probes:
+            break
+        for t in ctx.evaluate(probes):
+            done[t.candidate] = t
+            if t.error is not None:
+                return [done[c] for c in cands if c in done]
+        for k, b in bounds.items():
+            lo, hi = b
+            if lo < hi:
+                mid = (lo + hi) // 2
+                if ctx.meets(done[groups[k][mid]]):
+                    b[1] = mid
+                else:
+                    b[0] = mid + 1
+    return [done[c] for c in cands if c in done]
+
+
+def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
+    """The candidates from the cheapest up (by the cost known before the what-if,
+    ties as :func:`choose` breaks them), in rounds (one candidate in this process, or
+    one per worker when the pool pays), until one meets the SLA: every cheaper one was
+    tried and missed, so it is the one ``grid`` would choose; when none meets, all were
+    tried, as with ``grid``. Trials after the first that meets are dropped, so the log
+    does not depend on the workers."""
+    task, cands, dispatcher = ctx.task, ctx.candidates, ctx.dispatcher
+
+    def rank(c: Candidate) -> tuple:
+        return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
+
+    order = sorted(cands, key=rank)
+    workers = dispatcher.workers(ctx.waiting)
+    kept: set[Candidate] = set()
+    done: dict[Candidate, Trial] = {}
+    i = 0
+    while i < len(order):
+        # a round: the next candidate in this process, or the next ones side by side
+        # on the workers when that is expected to pay (decided again every round)
+        width = min(workers, len(order) - i)
+        pool = width > 1 and dispatcher.pool_pays(task, width, width)
+        batch = order[i:i + (width if pool else 1)]
+        i += len(batch)
+        done.update(zip(batch, ctx.evaluate(batch, pool)))
+        for c in batch:
+            kept.add(c)
+            if done[c].error is not None or ctx.meets(done[c]):
+                dispatcher.whatifs -= len(done) - len(kept)  # count only what is logged
+                return [done[c] for c in cands if c in kept]
+    return [done[c] for c in cands]
+
+
+#: the search strategies by name (``controller.search``); the first is the default
+STRATEGIES: dict[str, Callable[[SearchContext], list[Trial]]] = {
+    "grid": grid_search,
+    "bisect": bisect_search,
+    "cheapest-first": cheapest_first_search,
+}
+
+
+def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
+    """No candidate meets the SLA, so the closest wins: what-ifs cut short hold only a
+    lower bound, so each one that could still be the closest goes on (from where it
+    stopped when it ran in this process, else from the start), from the lowest bound
+    up, until the complete ones settle it (the choice is then the one a run without
+    cut-offs makes). It is cut short again once it surely scores worse than the best
+    complete one so far. Raises RuntimeError when such a what-if fails."""
+    metric = ctx.sla_metric
+    trials = list(trials)
+    while True:
+        best = min((t.metric(metric) for t in trials if t.complete), default=INF)
+        open_ = [i for i, t in enumerate(trials) if not t.complete and t.metric(metric) <= best]
+        if not open_:
+            return trials
+        i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
+        # a run that surely scores worse than the best complete one cannot be the
+        # closest: it is cut short again, with a bound above that one
+        stop = None if best == INF else (metric, best)
+        trials[i] = ctx.dispatcher.go_on(ctx.task, trials[i].candidate, stop, ctx.waiting)
+        if trials[i].error is not None:
+            raise RuntimeError(trials[i].error)
+
+
+def _bigger_first(c: Candidate) -> tuple:
+    """Tie order among candidates: the larger machine, then the higher cap, the larger
+    window and the larger tuned settings first."""
+    return (-c.active_procs, -(INF if c.cap_w is None else c.cap_w),
+            -(0 if c.window is None else c.window),
+            tuple(-v if isinstance(v, (int, float)) else 0 for _, v in c.params))
+
+
+def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, str, bool]:
+    """The cheapest trial meeting ``metric <= limit`` (ties: larger machine, then higher
+    cap, larger window), else the one closest to it (same ties). Returns (trial, reason,
+    SLA met)."""
+    ok = [t for t in trials if t.metric(metric) <= limit]
+    if ok:
+        best = min(ok, key=lambda t: (t.cost, *_bigger_first(t.candidate)))
+        return best, "cheapest meeting the SLA", True
+    best = min(trials, key=lambda t: (t.metric(metric), *_bigger_first(t.candidate)))
+    return best, "no candidate meets the SLA: closest to it", False
+
+
+def _axes(c: Candidate) -> tuple:
+    """A candidate's searchable settings: (active processors, cap, window)."""
+    return (c.active_procs, -INF if c.cap_w is None else c.cap_w,
+            0 if c.window is None else c.window)

@@ -1,0 +1,136 @@
+"""What-if scoring by hand: per-queue bounded slowdowns under MQBF, and the power forecast
+(energy, mean and peak power) of a what-if on a snapshot with power."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import make_main, workload_from_rows
+from olsctl.controller import Candidate, WhatIfTask, what_if
+from olsctl.policies import make_policy
+from olsctl.power.cap import CapSchedule
+from olsctl.power.profiles import PowerProfiles
+from olsctl.power.runtime import power_state
+
+MQBF2 = {"name": "mqbf", "queues": 2, "boundaries_s": [100]}
+
+
+def _snapshot_at(sim, t: float):
+    snaps = []
+    sim.at(t, lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    return snaps[0]
+
+
+def test_per_queue_mean_bounded_slowdown_by_hand():
+    # 4 processors, MQBF with 2 queues split at 100 s (partitions of 2 and 2), exact
+    # estimates. Queue 1: estimate < 100 s; queue 2: >= 100 s.
+    #   job 1: submit 0,  4 procs, 100 s  (queue 2)
+    #   job 2: submit 0,  2 procs,   5 s  (queue 1)
+    #   job 3: submit 30, 2 procs,  20 s  (queue 1)
+    #   job 4: submit 40, 4 procs, 200 s  (queue 2)
+    # t=0: job 1 (first in arrival order) starts on its 2 + 2 borrowed processors; job 2
+    # waits. The snapshot at t=50: job 1 runs, jobs 2, 3, 4 wait. In the what-if with
+    # all 4 processors: at 100 job 1 ends; queue 1 goes first (its head, job 2, is first
+    # in order): job 2 starts in partition 1 and job 3 borrows partition 2; job 4 (4
+    # procs) waits until job 3 ends at 120 (job 2 ends at 105, 2 processors are not
+    # enough). Bounded slowdown 1 + wait / max(10 s, runtime):
+    #   job 1: 1 + 0 = 1                       job 2: 1 + 100 / 10 = 11 (5 s -> 10 s)
+    #   job 3: 1 + (100 - 30) / 20 = 4.5       job 4: 1 + (120 - 40) / 200 = 1.4
+    # queue 1: (11 + 4.5) / 2 = 7.75; queue 2: (1 + 1.4) / 2 = 1.2; all: 17.9 / 4.
+    w = workload_from_rows([(1, 0, 100, 4), (2, 0, 5, 2), (3, 30, 20, 2), (4, 40, 200, 4)], 4)
+    snap = _snapshot_at(make_main(w, policy=make_policy(MQBF2)), 50)
+    assert (snap.n_running, snap.n_waiting) == (1, 3)
+    trial = what_if(WhatIfTask(snap, MQBF2), Candidate(4))
+    assert trial.queue_mean_bsld == pytest.approx((7.75, 1.2), rel=1e-12)
+    assert trial.mean_bsld == pytest.approx(17.9 / 4, rel=1e-12)
+    assert (trial.max_wait_s, trial.unstarted, trial.censored) == (100.0, 0, 0)
+    assert trial.mean_wait_s == pytest.approx((0 + 100 + 70 + 80) / 4, rel=1e-12)
+
+
+def test_per_queue_mean_bounded_slowdown_of_a_queue_of_one_job():
+    # the same policy, 2 processors: job 1 (queue 1, 2 procs, 50 s) runs 0-50; job 2
+    # (queue 2, 1 proc, 300 s, submitted at 10) waits for it: wait 40, bsld 1 + 40/300;
+    # job 3 (queue 1, 1 proc, 8 s, submitted at 20) starts beside it at 50: wait 30 on
+    # a 10 s bound, bsld 4. Snapshot at 20 (job 1 running, jobs 2 and 3 waiting).
+    # queue 1: (1 + 4) / 2 = 2.5; queue 2: 1 + 40 / 300.
+    w = workload_from_rows([(1, 0, 50, 2), (2, 10, 300, 1), (3, 20, 8, 1)], 2)
+    snap = _snapshot_at(make_main(w, policy=make_policy(MQBF2)), 20)
+    trial = what_if(WhatIfTask(snap, MQBF2), Candidate(2))
+    assert trial.queue_mean_bsld == pytest.approx((2.5, 1 + 40 / 300), rel=1e-12)
+    assert trial.mean_bsld == pytest.approx((1 + 4 + 1 + 40 / 300) / 3, rel=1e-12)
+
+
+def test_a_policy_without_queues_has_no_per_queue_slowdown():
+    w = workload_from_rows([(1, 0, 50, 2), (2, 10, 300, 1)], 2)
+    snap = _snapshot_at(make_main(w), 10)
+    assert what_if(WhatIfTask(snap, {"name": "easy"}), Candidate(2)).queue_mean_bsld is None
+
+
+def _profiles(phases: list[list[tuple[float, float]]]) -> PowerProfiles:
+    """Per job, its phases as (fraction of the run, W per processor)."""
+    offset = np.cumsum([0] + [len(p) for p in phases])
+    frac = np.asarray([f for p in phases for f, _ in p], dtype=float)
+    level = np.asarray([w for p in phases for _, w in p], dtype=float)
+    return PowerProfiles(offset, frac, level, 0)
+
+
+#: W per processor: idle active processors and sleeping ones
+IDLE_W, SLEEP_W = 10.0, 2.0
+
+
+def _power_snapshot():
+    # 5 processors. Per processor: job 1 at 100 W for half its run, then 300 W (mean 200,
+    # max 300); job 2 at 40 W for a quarter, then 120 W (mean 100, max 120); job 3 at
+    # 100 W then 200 W, half and half (mean 150, max 200).
+    #   job 1: submit 0,  2 procs, 100 s;  job 2: submit 0, 1 proc, 50 s;
+    #   job 3: submit 10, 4 procs,  40 s  (waits: only 2 processors are free)
+    # Snapshot at 10: jobs 1 and 2 run, job 3 waits.
+    w = workload_from_rows([(1, 0, 100, 2), (2, 0, 50, 1), (3, 10, 40, 4)], 5)
+    prof = _profiles([[(0.5, 100.0), (0.5, 300.0)], [(0.25, 40.0), (0.75, 120.0)],
+                      [(0.5, 100.0), (0.5, 200.0)]])
+    assert prof.mean_w.tolist() == [200.0, 100.0, 150.0]
+    assert prof.max_w.tolist() == [300.0, 120.0, 200.0]
+    sim = make_main(w)
+    sim.state.power = power_state(prof, [0, 0, 0], IDLE_W, SLEEP_W, 500.0,
+                                  CapSchedule.constant(10_000.0))
+    return _snapshot_at(sim, 10)
+
+
+def test_power_forecast_of_a_what_if_by_hand():
+    # The candidate keeps 4 of the 5 processors active (1 asleep at 2 W) over the next
+    # 120 s, [10, 130]. Job 2 ends at 50, job 1 at 100; job 3 (4 procs) starts at 100.
+    # Energy and mean power take each job at its mean power, the peak at its maximum:
+    #   [10, 50):  jobs 1 + 2, 1 idle, 1 asleep
+    #              mean 2x200 + 100 + 10 + 2 = 512 W   peak 2x300 + 120 + 10 + 2 = 732 W
+    #   [50, 100): job 1, 2 idle, 1 asleep
+    #              mean 400 + 20 + 2 = 422 W           peak 600 + 20 + 2 = 622 W
+    #   [100, 130]: job 3, 0 idle, 1 asleep
+    #              mean 4x150 + 2 = 602 W              peak 4x200 + 2 = 802 W
+    # energy 512x40 + 422x50 + 602x30 = 59,640 J; mean 59,640 / 120 = 497 W; peak 802 W
+    # (at mean powers the highest level would be 602 W).
+    snap = _power_snapshot()
+    assert (snap.n_running, snap.n_waiting) == (2, 1)
+    task = WhatIfTask(snap, {"name": "easy"}, cost=(("peak_power", 1.0),), power_s=120.0)
+    trial = what_if(task, Candidate(4))
+    assert trial.unstarted == 0 and trial.max_wait_s == 90.0  # job 3: 10 -> 100
+    assert trial.energy_j == pytest.approx(59_640.0, rel=1e-12)
+    assert trial.mean_power_w == pytest.approx(497.0, rel=1e-12)
+    assert trial.peak_power_w == pytest.approx(802.0, rel=1e-12)
+    assert trial.cost == pytest.approx(802.0, rel=1e-12)
+    assert not trial.over_cap
+
+
+def test_a_cap_between_the_mean_and_the_max_forecast_cannot_be_kept():
+    # the same what-if under a 700 W cap (EASY does not meter power, so the schedule is
+    # the same): the jobs at their maximum reach 802 W > 700 W, so the cap could not be
+    # kept (the highest mean level, 602 W, is below it); under 900 W it could.
+    snap = _power_snapshot()
+    task = WhatIfTask(snap, {"name": "easy"}, power_s=120.0)
+    low = what_if(task, Candidate(4, cap_w=700.0))
+    assert low.peak_power_w == pytest.approx(802.0, rel=1e-12) and low.over_cap
+    assert low.metric("mean_bsld") == float("inf")
+    high = what_if(task, Candidate(4, cap_w=900.0))
+    assert not high.over_cap and high.metric("mean_bsld") == pytest.approx(
+        (1 + 1 + 1 + 90 / 40) / 3, rel=1e-12)
