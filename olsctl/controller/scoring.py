@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from olsctl.policies import make_policy
 from olsctl.state import SimState, Snapshot
+from olsctl.controller.forecast import power_forecast
 from olsctl.whatif import JobTable, steps
 
 #: metrics an SLA can bound (of the snapshot's jobs in a what-if)
@@ -262,7 +263,7 @@ class WhatIfRun:
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
-            energy, mean_w, peak_w = _power_forecast(snap, state, task, self.active)
+            energy, mean_w, peak_w = power_forecast(snap, state, task, self.active)
             self.cost_parts.update(energy=energy, peak_power=peak_w)
             over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
         cost = self._cost()
@@ -344,61 +345,6 @@ def _timed_batch(batch: Callable[..., list[Trial]], task: WhatIfTask,
 
 def _failed(task: WhatIfTask, c: Candidate, error: str) -> Trial:
     return Trial(c, int(task.snapshot.job_id.size), 0, 0, INF, INF, INF, INF, INF, error=error)
-
-
-def _power_forecast(snap: Snapshot, state: SimState, task: WhatIfTask,
-                    active: int) -> tuple[float, float, float]:
-    """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
-    the what-if: for energy and mean power every job at its profile's mean power, for
-    the peak at its profile's maximum (what a cap must allow for); idle active
-    processors at idle power, the rest asleep, plus the wakes the candidate needs."""
-    p = state.power
-    now = snap.now_s
-    end = now + task.power_s
-    procs, start, runtime = state.procs, state.start_s, state.runtime_s
-    mean_w, max_w = p.true_mean_w, p.true_max_w
-    n_power = len(mean_w)
-    events: dict[float, list[float]] = {}  # time -> [d busy procs, d watts, d max watts]
-    for j, s in enumerate(start):
-        if s != s or s >= end or j >= n_power:
-            continue
-        e = s + runtime[j]
-        if e <= now:
-            continue
-        w, top = procs[j] * mean_w[j], procs[j] * max_w[j]
-        a = events.setdefault(max(s, now), [0.0, 0.0, 0.0])
-        a[0] += procs[j]
-        a[1] += w
-        a[2] += top
-        if e < end:
-            b = events.setdefault(e, [0.0, 0.0, 0.0])
-            b[0] -= procs[j]
-            b[1] -= w
-            b[2] -= top
-    total = snap.total_procs
-    busy = busy_w = busy_top = 0.0
-    energy = 0.0
-    peak = 0.0
-    times = sorted(events)
-    times.append(end)
-    t_prev = now
-    for t in times:
-        if t > t_prev:
-            idle = active - busy if active > busy else 0.0
-            asleep = total - (active if active > busy else busy)
-            rest = p.idle_w * idle + p.sleep_w * asleep
-            energy += (busy_w + rest) * (t - t_prev)
-            top = busy_top + rest
-            peak = top if top > peak else peak
-            t_prev = t
-        d = events.get(t)
-        if d is not None:
-            busy += d[0]
-            busy_w += d[1]
-            busy_top += d[2]
-    energy += task.wake_energy_j * max(0, active - snap.active_procs)
-    return energy, energy / task.power_s, peak
-
 
 
 def _json_float(v: float | None) -> float | None:
