@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
-
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
-from olsctl.config import RunConfig
+from olsctl.config import RunConfig, check_run, cost_weights
 from olsctl.controller import Controller, ControllerSettings
 from olsctl.errors import ConfigError, SimulationError, TraceError
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
@@ -26,7 +24,7 @@ from olsctl.power.profiles import (ProfileSettings, load_power_csv, project_of,
                                    synthetic_profiles)
 from olsctl.power.runtime import power_state
 
-from olsctl.policies import REGISTRY, make_policy
+from olsctl.policies import make_policy
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.whatif import JobTable
 from olsctl.workload import load_workload, resolve_trace
@@ -178,24 +176,10 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     workload = load_workload(path, config.procs, config.skip_bad_lines).load_scaled(
         config.load_scale)
     active = config.active_procs
-    if active is not None and active > workload.machine_procs:
-        raise ConfigError(f"{config.source}: active_procs: must be <= the machine's "
-                          f"{workload.machine_procs} processors (got {active})")
+    estimates = workload.estimate_s(config.estimates)
+    check_run(config, workload, estimates)  # every check across sections, before anything runs
     power = _power_setup(config, workload)  # read and checked before anything runs
     policy = make_policy(config.policy)
-    entry = REGISTRY[config.policy["name"]]
-    if power is None and entry.needs == "power":
-        raise ConfigError(f"{config.source}: policy.name: {config.policy['name']} needs "
-                          f"power: add a power section")
-    if power is not None and entry.needs == "budget":
-        raise ConfigError(f"{config.source}: power: policy {config.policy['name']} keeps "
-                          f"its own power budget (policy.bound); remove the power section")
-    estimates = workload.estimate_s(config.estimates)
-    problem = policy.check_jobs(workload.job_id.tolist(), workload.procs.tolist(),
-                                estimates.tolist(),
-                                workload.machine_procs if active is None else active)
-    if problem is not None:
-        raise ConfigError(f"{config.source}: policy.{problem}")
     checker = StrictChecker() if config.strict else NULL_CHECKER
     sim = MainSimulator(workload, policy, estimates, active, checker,
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
@@ -285,57 +269,28 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
 def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
     """The controller of a run, from its validated ``controller`` section."""
     c = config.controller
-    src = f"{config.source}: controller"
     cands = c["candidates"]
     ap = cands["active_procs"]
     caps_w = windows = None
-    if "power_cap" in cands:
-        if machine is None:
-            raise ConfigError(f"{src}.candidates.power_cap: needs a power section")
+    if "power_cap" in cands:  # (config.check_run made sure there is power)
         kind, values = next(iter(cands["power_cap"].items()))
         peak = workload.machine_procs * machine.peak_w
         caps_w = tuple(v * peak if kind == "fraction" else float(v) for v in values)
     if "window" in cands:
-        if "window" not in config.policy:
-            raise ConfigError(f"{src}.candidates.window: policy {config.policy['name']} has "
-                              f"no window")
         windows = tuple(cands["window"])
-    params = []
-    if "policy" in cands:
-        tunable = REGISTRY[config.policy["name"]].tunable
-        for name, values in cands["policy"].items():
-            if name not in tunable:
-                raise ConfigError(f"{src}.candidates.policy.{name}: not a tunable setting of "
-                                  f"{config.policy['name']} (tunable: "
-                                  f"{', '.join(tunable) or 'none'})")
-            for i, value in enumerate(values):
-                try:
-                    make_policy({**config.policy, name: value})
-                except (ValueError, TypeError) as exc:
-                    raise ConfigError(f"{src}.candidates.policy.{name}[{i}]: {exc}") from None
-            params.append((name, tuple(values)))
+    params = tuple((name, tuple(values)) for name, values in cands.get("policy", {}).items())
     sla = config.controller_sla()
-    cost = c["cost"]
-    weights = (((cost, 1.0),) if isinstance(cost, str)
-               else tuple((k, float(v)) for k, v in cost["weights"].items()))
-    for name, _ in weights:
-        if name.startswith("policy.") and name[7:] not in dict(params):
-            raise ConfigError(f"{src}.cost: {name} is not among candidates.policy")
-    if machine is None and any(name in ("energy", "power_cap", "peak_power")
-                               for name, _ in weights):
-        raise ConfigError(f"{src}.cost: {', '.join(n for n, _ in weights)} needs a power section")
+    weights = tuple(cost_weights(c["cost"]).items())
     settings = ControllerSettings(
         interval_s=c["interval_s"],
         fractions=tuple(ap.get("fraction", ())), procs=tuple(ap["procs"]) if "procs" in ap else None,
-        caps_w=caps_w, windows=windows, params=tuple(params),
+        caps_w=caps_w, windows=windows, params=params,
         sla_metric=sla.metric, sla_max=sla.max, cost=weights,
         search=c["search"], arrivals=c["arrivals"],
         horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),
         min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
         backend=c["backend"], parallel_min_waiting=c["parallel_min_waiting"],
         pool_min_s=None if c["pool_min_s"] == "auto" else float(c["pool_min_s"]), seed=c["seed"])
-    _check_reachable(f"{src}.candidates.active_procs", settings, workload,
-                     REGISTRY[config.policy["name"]].needs == "budget")
     jobs = JobTable(workload.job_id, workload.submit_s, workload.procs, estimates,
                     workload.runtime_s)
     feedback = None
@@ -350,20 +305,6 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                                workload.submit_s, workload.runtime_s, estimates)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
-
-
-def _check_reachable(where: str, settings: ControllerSettings, workload,
-                     resizes: bool) -> None:
-    """Refuse a candidate set under which some job could never start: every candidate
-    has fewer active processors than the job needs (policies that resize jobs to fit,
-    RMAP and PARM, are left to the run)."""
-    largest = max(settings.active_counts(workload.machine_procs))
-    wide = np.flatnonzero(workload.procs > largest)
-    if wide.size and not resizes:
-        i = int(wide[0])
-        raise ConfigError(f"{where}: job {int(workload.job_id[i])} needs "
-                          f"{int(workload.procs[i])} processors but the largest candidate "
-                          f"has {largest}, so it could never start ({wide.size} such job(s))")
 
 
 def _power_setup(config: RunConfig, workload):

@@ -51,9 +51,10 @@ class ControllerSettings:
     def active_counts(self, total_procs: int) -> list[int]:
         """Active-processor counts to try, ascending: the listed counts, or the fractions
         of the machine rounded (at least 1)."""
-        if self.procs is not None:
-            return sorted({min(max(1, int(p)), total_procs) for p in self.procs})
-        return sorted({max(1, int(round(f * total_procs))) for f in self.fractions})
+        from olsctl.config import active_counts
+
+        spec = {"procs": self.procs} if self.procs is not None else {"fraction": self.fractions}
+        return active_counts(spec, total_procs)
 
     def candidates(self, total_procs: int) -> list[Candidate]:
         """The candidates a tick tries: every combination of caps, windows and tuned
