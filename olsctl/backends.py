@@ -50,11 +50,10 @@ class BackendError(OlsctlError):
     kind = "BackendError"
 
 
-class BackendDown(BaseException):
+class BackendDown(Exception):
     """Carries a :class:`BackendError` out of a controller tick up to the run, which
-    raises the error. A tick catches every ``Exception`` (a failed batch keeps the setting
-    and the run goes on), so this one is not an ``Exception``, as ``KeyboardInterrupt``
-    is not."""
+    raises the error. A tick keeps its setting when a what-if batch fails and the run
+    goes on; this one it lets through (the pool cannot run what-ifs any more)."""
 
     def __init__(self, error: BackendError) -> None:
         super().__init__(error)

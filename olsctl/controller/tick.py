@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+from olsctl.backends import BackendDown
 from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.scoring import INF, Candidate, Trial, WhatIfTask, what_if_batch
 from olsctl.controller.search import STRATEGIES, SearchContext, _complete_closest, choose
@@ -167,6 +168,8 @@ class Controller:
             if not met:  # raises when a what-if run for it fails
                 trials = self._complete_closest(task, trials, snap.n_waiting)
                 best, reason, met = choose(trials, s.sla_metric, self._limit)
+        except BackendDown:  # the pool cannot run what-ifs any more: the run stops
+            raise
         except Exception as exc:  # e.g. a worker process died
             return _Outcome([], failure=f"{type(exc).__name__}: {exc}")
         return _Outcome(trials, best, reason, met)
