@@ -1,9 +1,11 @@
 """The what-if engine: a snapshot run forward in a plain event loop, without SimPy.
 
 Same state, same policy code and same event order as the main simulator (completions,
-then arrivals, then one pass per instant), so a what-if started from a snapshot with no
-new arrivals and no setting changes reproduces the main simulator's future starts
-exactly. It stops once every job it knows of has started.
+then arrivals, then the setting changes the state holds as data: a wake under way, the
+cap schedule's changes; then one pass, at each instant where something happened), so a
+what-if started from a snapshot with no new arrivals and no setting changes reproduces
+the main simulator's future starts exactly (the contract suite, tests/test_contract.py,
+holds every registered policy to it). It stops once every job it knows of has started.
 """
 
 from __future__ import annotations
