@@ -37,14 +37,10 @@ class JobColumns:
 
 
 def bounded_slowdown(wait_s: np.ndarray, runtime_s: np.ndarray) -> np.ndarray:
-    """``1 + wait / max(10 s, runtime)``, for columns of jobs (the one definition; the
-    scalar forms below are the same formula for one job, for hot loops)."""
+    """``1 + wait / max(10 s, runtime)``, for columns of jobs (the one definition, with
+    :func:`job_bsld` for one job; the what-if's hot loops inline the latter with
+    :data:`BSLD_BOUND_S`)."""
     return 1.0 + wait_s / np.maximum(BSLD_BOUND_S, runtime_s)
-
-
-def bsld_runtime_s(runtime_s: float) -> float:
-    """What a bounded slowdown divides the wait by: ``max(10 s, runtime)``."""
-    return runtime_s if runtime_s > BSLD_BOUND_S else BSLD_BOUND_S
 
 
 def job_bsld(wait_s: float, runtime_s: float) -> float:

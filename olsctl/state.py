@@ -247,11 +247,10 @@ class SimState:
                 state._hold(i, tuple(snap.running_alloc[i]))
         state.running.sort()
         state.queue = list(range(snap.n_running, len(state.job_id)))
-        every = list(range(len(state.job_id)))
         if snap.power is not None:
-            state.power = snap.power.subset(every)
+            state.power = snap.power.subset(list(range(len(state.job_id))))
         if snap.budget is not None:
-            state.budget = snap.budget.subset(every)
+            state.budget = snap.budget.subset(list(range(len(state.job_id))))
         checker.adopt(state)
         return state
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import make_policy
 from olsctl.state import SimState, Snapshot
 from olsctl.controller.forecast import power_forecast
@@ -275,7 +276,9 @@ class WhatIfRun:
                          energy, mean_w, peak_w, over_cap=over_cap)
         submit, runtime = state.submit_s, state.runtime_s
         wait = [start[k] - submit[k] for k in range(n)]
-        bsld = [1.0 + w / (r if r > 10.0 else 10.0) for w, r in zip(wait, runtime)]
+        # olsctl.metrics.job_bsld, inlined (a what-if scores every job of its snapshot)
+        b = BSLD_BOUND_S
+        bsld = [1.0 + w / (r if r > b else b) for w, r in zip(wait, runtime)]
         queue_bsld = None
         if self.policy.n_queues:  # a multi-queue policy: its queues scored apart too
             queue_index = self.policy.queue_index
