@@ -103,16 +103,18 @@ class SimState:
         self.busy_procs -= self.procs[idx]
         self.finishes += 1
         self.pass_due = True
-        alloc = self.alloc.pop(idx, None)
-        if alloc is not None:
-            held = self.held
-            for p, n in enumerate(alloc):
-                held[p] -= n
+        if self.alloc:  # (a policy with partitions)
+            alloc = self.alloc.pop(idx, None)
+            if alloc is not None:
+                held = self.held
+                for p, n in enumerate(alloc):
+                    held[p] -= n
         if self.power is not None:
             self.power.on_finish(self, idx)
         if self.budget is not None:
             self.budget.on_finish(self, idx)
-        self.checker.on_finish(self, idx)
+        if self.checker is not NULL_CHECKER:
+            self.checker.on_finish(self, idx)
 
     # -- settings changes still to come (the event model) ---------------------------------
     def next_change_s(self) -> float:
@@ -180,7 +182,8 @@ class SimState:
     def start(self, idx: int, alloc: tuple[int, ...] | None = None) -> None:
         """Start waiting job ``idx`` now (policies call this during a pass); ``alloc`` is
         the processors it takes from each partition, for policies with partitions."""
-        self.checker.on_start(self, idx)
+        if self.checker is not NULL_CHECKER:
+            self.checker.on_start(self, idx)
         now = self.now_s
         self.start_s[idx] = now
         self.busy_procs += self.procs[idx]
