@@ -380,7 +380,7 @@ def _cutting_limit(data, task: WhatIfTask, cand: Candidate, metric: str):
     return limit, bounds
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def _a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     # Random small workloads, a snapshot at a random time, random candidates and SLAs:
