@@ -36,14 +36,13 @@ def _waiting_state(procs, power_w, machine, cap_w, idle_w=0.0):
 
 
 def test_wallace_motivational_example_knapsack_beats_fcfs():
-    # A machine of 6 racks under a 230 kW cap, one processor = one rack, idle racks at
-    # 0 W; J0..J3 wait in this order (racks, kW per rack): J0 (2, 60), J1 (2, 50),
-    # J2 (3, 40), J3 (1, 100). The structure of Wallace et al.'s example; the paper's
-    # own figures were not at hand, these numbers are chosen to have its outcome.
-    # FCFS takes J0 (120 kW) and J1 (100 kW): 4 racks, 220 kW; J2 would reach 340 kW.
-    # The knapsack over the window maximises racks under the cap: J1 + J2, 5 racks at
-    # 220 kW (J0 + J2 is 5 racks but 240 kW; three jobs exceed the cap or the racks).
-    procs, kw = [2, 2, 3, 1], [60e3, 50e3, 40e3, 100e3]
+    # Wallace et al.'s motivational example, with the paper's figures: a machine of 6
+    # racks (one processor = one rack, idle racks at 0 W) under a 230 kW cap; J0..J3 wait
+    # in this order (racks, kW per rack): J0 (3, 60), J1 (1, 50), J2 (5, 30), J3 (4, 40).
+    # FCFS takes J0 (180 kW) and J1 (50 kW): 230 kW exactly, 4 racks busy, 2 idle; J2
+    # would need 5 racks. The knapsack over the window maximises racks under the cap:
+    # J1 + J2, all 6 racks at 200 kW (J1 + J3 is 5 racks, J0 + J3 needs 7).
+    procs, kw = [3, 1, 5, 4], [60e3, 50e3, 30e3, 40e3]
     fcfs, used, room = [], 0, 230e3
     for j in range(4):
         if used + procs[j] <= 6 and procs[j] * kw[j] <= room:
@@ -52,10 +51,15 @@ def test_wallace_motivational_example_knapsack_beats_fcfs():
             room -= procs[j] * kw[j]
         else:
             break
-    assert fcfs == [0, 1]
+    assert fcfs == [0, 1] and used == 4 and room == 0.0
+    state = _waiting_state(procs, kw, 6, 230e3)
+    state.run_pass(make_policy({"name": "naive-cap", "predictor": "oracle"}))
+    assert state.started == [0, 1]
     state = _waiting_state(procs, kw, 6, 230e3)
     state.run_pass(make_policy({"name": "knapsack", "window": 4, "predictor": "oracle"}))
     assert state.started == [1, 2]
+    assert state.busy_procs == 6
+    assert state.power.measured_w(state) == 200e3
     assert state.power.forced_starts == 0
 
 
