@@ -99,6 +99,11 @@ POWER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "wake_energy_j": (float, 30000.0, "energy of one wake"),
     "sample_s": (float, 300.0, "power sampling interval"),
     "cap": (object, None, "watts, {fraction: f} of peak, or {schedule: [{at_s, fraction|watts}]}"),
+    "limit": (str, "none", "none, or throttle: a hardware limit lowers running jobs' clocks "
+                           "so the draw never passes the cap"),
+    "share": (str, "clock", "how throttle shares a reduction: clock (one clock for all) "
+                            "or largest (largest draw per processor first)"),
+    "min_clock": (float, 0.4, "lowest clock throttle may set, a fraction of the top clock"),
 }
 
 
@@ -400,6 +405,14 @@ def _check_power(src: str, spec: dict) -> dict:
     if out["idle_w"] > out["peak_w"]:
         raise ConfigError(f"{src}: power.idle_w: must not exceed peak_w ({out['peak_w']:g})")
     parse_cap(out["cap"], 1.0, f"{src}: power.cap")  # structure and order; watts later
+    from olsctl.power.limit import LIMITS, SHARES
+
+    for key, known in (("limit", LIMITS), ("share", SHARES)):
+        if out[key] not in known:
+            raise ConfigError(f"{src}: power.{key}: must be one of {', '.join(known)} "
+                              f"(got {out[key]!r})")
+    if not 0 < out["min_clock"] <= 1:
+        raise ConfigError(f"{src}: power.min_clock: must be in (0, 1] (got {out['min_clock']:g})")
     return out
 
 

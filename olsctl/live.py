@@ -437,13 +437,16 @@ class Dashboard:
             head += f" / cap {fmt_si(cap, 'W')} ({power / cap:.0%})" if cap > 0 else " / cap 0 W"
         else:
             head += " (no cap)"
+        if "jobs_throttled" in s:  # a power limit holds the cap
+            head += (" · throttling" if s.get("throttling") else " · limit idle") + \
+                f", {s['jobs_throttled']:,} jobs throttled"
         text = Text(head + "  ")
         room = max(inner - len(text), 0)
         values = [x.get("power_w") for x in list(self.samples)[-room:]] if room else []
         top = max([v for v in values if v is not None] + [cap or 0.0, 1e-9])
         for x, char in zip(list(self.samples)[-room:], sparkline(values, top)):
             over = x.get("cap_w") is not None and (x.get("power_w") or 0.0) > x["cap_w"]
-            text.append(char, "red" if over else "yellow")
+            text.append(char, "red" if over else "magenta" if x.get("throttling") else "yellow")
         return text
 
     def _decision_panel(self, d: dict, width: int, height: int) -> Panel:
@@ -754,6 +757,8 @@ class _Sampler:
                 power_w, cap_w = st.power.measured_w(st), st.power.cap_now(st)
             finally:
                 st.now_s = saved
+        limit = {} if st.limit is None else {"throttling": st.limit.acting,
+                                             "jobs_throttled": len(st.limit.hit)}
         wall_s = round(self.live.clock() - self.wall0, 3)
         return {"kind": "sample", "time_s": now, "wall_s": wall_s,
                 "busy_procs": st.busy_procs, "active_procs": st.active_procs,
@@ -765,7 +770,7 @@ class _Sampler:
                 "power_w": _num(power_w), "cap_w": _num(cap_w),
                 "decision": self._last_decision(),
                 "window_bsld": _num(windows.mean_bsld(now)),
-                "windows_kept": windows.kept, "windows_judged": windows.judged}
+                "windows_kept": windows.kept, "windows_judged": windows.judged, **limit}
 
     def _last_decision(self) -> dict | None:
         decisions = getattr(self.controller, "decisions", None)

@@ -53,9 +53,14 @@ def job_columns(records: RunRecords) -> JobColumns:
     arr = np.asarray(jobs, dtype=float).reshape(len(jobs), 7)
     job_id, submit, start, end, runtime, procs, est = arr.T
     wait = start - submit
-    return JobColumns(job_id.astype(np.int64), submit, start, end, runtime,
-                      procs.astype(np.int64), est, wait, end - submit,
-                      bounded_slowdown(wait, runtime))
+    ids = job_id.astype(np.int64)
+    if records.stretch_s:  # throttled jobs: the time beyond their full-clock run is delay
+        stretch = np.asarray([records.stretch_s.get(j, 0.0) for j in ids.tolist()])
+        bsld = bounded_slowdown(wait + stretch, runtime - stretch)
+    else:
+        bsld = bounded_slowdown(wait, runtime)
+    return JobColumns(ids, submit, start, end, runtime, procs.astype(np.int64), est, wait,
+                      end - submit, bsld)
 
 
 def _busy_integral(t: np.ndarray, level: np.ndarray, at: np.ndarray) -> np.ndarray:

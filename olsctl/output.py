@@ -54,15 +54,35 @@ def csv_text(header: Iterable[str], rows: Iterable[Iterable]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def jobs_csv(c: JobColumns, job_power=None) -> str:
-    cols = [c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s,
-            c.turnaround_s, c.procs, c.estimate_s, c.bsld]
-    header = list(JOB_COLUMNS)
-    if job_power is not None:
-        mean_w, index_of = job_power
+def jobs_csv(c: JobColumns, job_power=None, logged=None) -> str:
+    """``jobs.csv``. ``logged`` = (job id -> row, logged processors, logged runtime by
+    row), for runs where a job may get other than it asked (a power limit, RMAP/PARM):
+    ``requested_number_of_resources`` is then the log's request, and
+    ``allocated_number_of_resources`` and ``logged_execution_time`` sit beside what the
+    job got. ``job_power`` = (mean power per processor by row, job id -> row[, energy by
+    row]) adds each job's power (its processors, mean over its run) and energy."""
+    requested = c.procs
+    extra_cols, extra_head = [], []
+    if logged is not None:
+        index_of, procs, runtime = logged
         rows = np.asarray([index_of[j] for j in c.job_id.tolist()], dtype=np.int64)
-        power = mean_w[rows] * c.procs
-        cols += [power, power * c.runtime_s]
+        requested = procs[rows]
+        extra_cols = [c.procs, runtime[rows]]
+        extra_head = ["allocated_number_of_resources", "logged_execution_time"]
+    cols = [c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s,
+            c.turnaround_s, requested, c.estimate_s, c.bsld] + extra_cols
+    header = list(JOB_COLUMNS) + extra_head
+    if job_power is not None:
+        mean_w, index_of = job_power[:2]
+        rows = np.asarray([index_of[j] for j in c.job_id.tolist()], dtype=np.int64)
+        if len(job_power) > 2:  # as drawn (throttled): energy first, power its mean
+            energy = job_power[2][rows]
+            power = np.divide(energy, c.runtime_s, out=mean_w[rows] * c.procs,
+                              where=c.runtime_s > 0)
+        else:
+            power = mean_w[rows] * c.procs
+            energy = power * c.runtime_s
+        cols += [power, energy]
         header += ["power_w", "energy_j"]
     return csv_text(header, zip(*(col.tolist() for col in cols)))
 
@@ -76,21 +96,27 @@ def json_text(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
-def power_csv(smp) -> str:
-    """Power samples: interval start, mean and peak power, the cap, within the cap."""
-    return csv_text(POWER_COLUMNS, zip(smp.time_s.tolist(), smp.mean_w.tolist(),
-                                       smp.peak_w.tolist(), smp.cap_w.tolist(),
-                                       smp.within_cap.astype(int).tolist()))
+def power_csv(smp, limit_acted=None) -> str:
+    """Power samples: interval start, mean and peak power, the cap, within the cap; under
+    a power limit also ``limit_acted`` (1: the limit throttled jobs in the interval)."""
+    cols = [smp.time_s.tolist(), smp.mean_w.tolist(), smp.peak_w.tolist(),
+            smp.cap_w.tolist(), smp.within_cap.astype(int).tolist()]
+    header = list(POWER_COLUMNS)
+    if limit_acted is not None:
+        cols.append(np.asarray(limit_acted).astype(int).tolist())
+        header.append("limit_acted")
+    return csv_text(header, zip(*cols))
 
 
 def write_run(out_dir: Path, jobs: JobColumns, samples: TimeSeries, summary: dict,
-              extra: dict[str, str] | None = None, job_power=None) -> list[Path]:
+              extra: dict[str, str] | None = None, job_power=None,
+              logged=None) -> list[Path]:
     """Write the run files into ``out_dir`` (created if needed); returns their paths.
     ``job_power`` = (mean power per processor by profile row, job id -> row) adds each
     job's power (all its processors) and energy to ``jobs.csv``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {
-        "jobs.csv": jobs_csv(jobs, job_power),
+        "jobs.csv": jobs_csv(jobs, job_power, logged),
         "timeseries.csv": timeseries_csv(samples),
         "summary.json": json_text(summary),
         **(extra or {}),

@@ -47,3 +47,6 @@ class RunRecords:
     samples: TimeSeries
     #: ids of jobs still waiting when nothing was left to happen (they could never start)
     unstarted: list[int] = field(default_factory=list)
+    #: job id -> seconds it ran beyond its full-clock runtime (throttled by a power
+    #: limit; jobs not listed ran at full clock)
+    stretch_s: dict[int, float] = field(default_factory=dict)

@@ -548,7 +548,11 @@ def _power_series(path: Path, origin_s: float, summary: dict) -> dict:
     cap = p["cap_w"] / 1e3
     cap_x, cap_y, _ = reduce_steps(t, np.append(cap, cap[-1]))
     chunk_x = np.append(t[starts], t[-1])
-    return {"x": chunk_x, "mean_kw": np.append(mean_kw, mean_kw[-1]),
+    acted = None
+    if "limit_acted" in read_rows(path)[0]:  # a power limit: where it throttled jobs
+        _, acted = reduce_chunks(read_columns(path, ("limit_acted",))["limit_acted"],
+                                 how=np.maximum)
+    return {"x": chunk_x, "acted": acted, "mean_kw": np.append(mean_kw, mean_kw[-1]),
             "peak_kw": np.append(peak_kw, peak_kw[-1]), "cap_x": cap_x, "cap_kw": cap_y,
             "per": (f"{_duration(sample_s)} interval" if starts.size == p["time"].size
                     else _duration((starts[1] - starts[0]) * sample_s))}
@@ -1079,6 +1083,10 @@ def power_figure(source: Source, s: RunSeries, mpl: SimpleNamespace) -> Any:
         label = f"cap ({caps[0]:,.1f} kW)" if caps.size == 1 else "cap in force"
         ax.plot(p["cap_x"], np.where(finite, p["cap_kw"], np.nan), drawstyle="steps-post",
                 color="C3", linestyle="--", linewidth=1.4, label=label)
+    if p.get("acted") is not None and p["acted"].any():  # the limit's throttled intervals
+        ax.fill_between(p["x"][:-1], 0, 1, where=p["acted"] > 0, step="post", color="C3",
+                        alpha=0.12, linewidth=0, transform=ax.get_xaxis_transform(),
+                        label="limit throttled jobs")
     cfg = _section(s.entry.summary, "power")
     if _is_number(cfg.get("peak_w")):
         peak = s.entry.summary["metrics"]["processors"] * cfg["peak_w"] / 1e3
@@ -1092,7 +1100,13 @@ def power_figure(source: Source, s: RunSeries, mpl: SimpleNamespace) -> Any:
     what = s.entry.log + ("" if source.kind == "run" else f", {s.entry.variant}")
     cap = f"capping success rate {100 * csr:.1f}%" if _is_number(csr) and finite.any() \
         else "no cap"
-    ax.set_title(f"{what}: machine power against the cap ({cap})")
+    title = f"{what}: machine power against the cap ({cap})"
+    if power.get("limit") == "throttle" and _is_number(power.get("scheduler_csr")):
+        title += (f"\nthe power limit held it: scheduler's own CSR "
+                  f"{100 * power['scheduler_csr']:.1f}%, jobs throttled "
+                  f"{100 * power['throttled_time_share']:.1f}% of the time, "
+                  f"{power['work_lost_proc_h']:,.0f} processor-h lost")
+    ax.set_title(title)
     ax.legend(loc="upper left", ncols=4)
     return fig
 

@@ -79,7 +79,29 @@ def run_summary_table(summary: dict) -> Table:
     table.add_row("utilization of active processors", _f(m["utilization_active"]))
     table.add_row("processor savings", _pct(m["processor_savings"]))
     table.add_row("makespan", _days(m["makespan_s"]))
+    for label, value in power_rows(summary.get("power")):
+        table.add_row(label, value)
     return table
+
+
+def power_rows(power: dict | None) -> list[tuple[str, str]]:
+    """Console rows of a run's power figures (none without a power section)."""
+    if not power:
+        return []
+    rows = [("energy", f"{power['energy_j'] / 3.6e9:,.2f} MWh"),
+            ("mean / peak power", f"{power['mean_power_w'] / 1e3:,.1f} / "
+                                  f"{power['peak_power_w'] / 1e3:,.1f} kW")]
+    if "mean_cap_w" in power:
+        rows.append(("capping success rate", _pct(power["csr"])))
+        rows.append(("forced starts", f"{power['forced_starts']:,}"))
+    if power.get("limit") == "throttle":
+        rows += [("power limit", f"throttle ({power['share']}): "
+                                 f"{'held' if power['limit_held'] else 'NOT held'}"),
+                 ("scheduler's own CSR", _pct(power["scheduler_csr"])),
+                 ("time throttled", _pct(power["throttled_time_share"])),
+                 ("jobs throttled", f"{power['jobs_throttled']:,}"),
+                 ("work lost to throttling", f"{power['work_lost_proc_h']:,.1f} processor-h")]
+    return rows
 
 
 def trace_info_view(info: dict) -> Group:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from olsctl import __version__
 from olsctl.checker import NULL_CHECKER, StrictChecker
 from olsctl.config import RunConfig, check_run, cost_weights
@@ -194,6 +196,8 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
                                       machine.sleep_w, machine.peak_w, cap,
                                       workload.job_keys(), learning=name == "learner",
                                       sample_s=machine.sample_s)
+        if config.power["limit"] == "throttle":
+            sim.state.limit = _limit(config.power, workload, sim.state.power, machine)
     controller = None
     if config.controller is not None:
         controller = _controller(config, workload, estimates,
@@ -251,18 +255,40 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         profiles, machine, cap = power
         index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
         cap = sim.state.power.cap  # with the controller's changes, if any
+        limit = sim.state.limit
         tl = accounting.timeline(records, profiles, index_of, machine, cap,
-                                 wake_before=sim.wake_latency_s > 0)
+                                 wake_before=sim.wake_latency_s > 0,
+                                 job_log=None if limit is None else (limit.log_t, limit.log_dw))
         smp = accounting.samples(tl, machine.sample_s)
-        summary["power"] = {**accounting.summary(tl, smp), "cap": config.power["cap"],
+        power_summary = accounting.summary(tl, smp)
+        summary["power"] = {**power_summary, "cap": config.power["cap"],
                             "forced_starts": sim.state.power.forced_starts,
                             "synthetic_profiles": profiles.synthetic_jobs,
-                            "profiles": config.power["profiles"]}
-        extra_files["power.csv"] = power_csv(smp)
-        job_power = (profiles.mean_w, index_of)
+                            "profiles": config.power["profiles"],
+                            "limit": config.power["limit"]}
+        if limit is None:
+            summary["power"]["scheduler_csr"] = power_summary["csr"]
+            job_power = (profiles.mean_w, index_of)
+        else:
+            figures = accounting.limit_summary(tl, smp, machine.sample_s, limit, records)
+            summary["power"].update(share=config.power["share"], **figures)
+            if config.strict and not figures["limit_held"]:
+                raise SimulationError(
+                    f"--strict: the power limit did not hold: power passed the cap by up to "
+                    f"{figures['max_over_cap_w']:.6g} W (jobs at power.min_clock "
+                    f"{config.power['min_clock']:g} still drew more)")
+            energy = [limit.energy.get(i, 0.0) for i in range(len(workload))]
+            job_power = (profiles.mean_w, index_of, np.asarray(energy))
+        extra_files["power.csv"] = power_csv(
+            smp, None if limit is None else ~accounting.untouched(smp, machine.sample_s,
+                                                                  limit.intervals))
+    logged = None
+    if power is not None or report is not None:  # a job may get other than it asked
+        logged = ({j: i for i, j in enumerate(workload.job_id.tolist())},
+                  workload.procs, workload.runtime_s)
     out_dir = Path(config.out)
     files = write_run(out_dir, job_columns(records), records.samples, summary,
-                      extra_files, job_power)
+                      extra_files, job_power, logged)
     return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
 
 
@@ -305,6 +331,20 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                                workload.submit_s, workload.runtime_s, estimates)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
+
+
+def _limit(spec: dict, workload, power, machine):
+    """The hardware power limit of a run (``power.limit: throttle``): every job's
+    compute-boundness drawn as :mod:`olsctl.perfmodel` draws it (per project, seeded)."""
+    from olsctl.perfmodel import PerfSettings, draw_params
+    from olsctl.power.limit import Limit, LimitSettings
+
+    perf = PerfSettings(seed=spec["seed"])
+    kappa, _, _ = draw_params(workload.job_id, project_of(workload), workload.procs, perf)
+    power.kappa = kappa
+    return Limit(LimitSettings(share=spec["share"], min_clock=spec["min_clock"],
+                               static_w=perf.static * machine.peak_w,
+                               exponent=perf.exponent), logging=True)
 
 
 def _power_setup(config: RunConfig, workload):

@@ -93,6 +93,8 @@ class MainSimulator:
         self._next_group = 0
         #: seconds a sleeping processor takes to wake (request_active_procs waits for it)
         self.wake_latency_s = 0.0
+        self._change_at: set[float] = set()  # phase boundaries with an event (limit)
+        self._record_at: dict[int, int] = {}  # running job -> its record (limit)
         self._schedule(0.0, ARRIVAL, self._on_arrivals)
 
     @property
@@ -150,6 +152,8 @@ class MainSimulator:
             times, caps = times[:-1], caps[:-1]
         power.cap = CapSchedule(times + (now,), caps + (float(cap_w),))
         self.state.pass_due = True
+        if self.state.limit is not None:
+            self.state.limit.dirty = True
 
     def run(self) -> RunRecords:
         """Run to the end of the workload (every job started and finished)."""
@@ -161,8 +165,12 @@ class MainSimulator:
         self.env.run()
         self.progress.update(len(self.jobs), self._n_jobs, self.env.now)
         st = self.state
+        stretch = {}
+        if st.limit is not None:
+            st.limit.close(self.env.now)
+            stretch = {st.job_id[j]: s for j, s in st.limit.stretch.items() if s}
         return RunRecords(st.total_procs, self.jobs, self.samples,
-                          [st.job_id[j] for j in st.queue])
+                          [st.job_id[j] for j in st.queue], stretch)
 
     @property
     def finished(self) -> bool:
@@ -184,9 +192,27 @@ class MainSimulator:
 
     def _request_pass(self) -> None:
         """Run the instant's one pass once its last event is done (nothing else due now),
-        if anything happened that may change what it does (``state.pass_due``)."""
-        if self.state.pass_due and self.env.peek() != self.env.now:
-            self._on_pass()
+        if anything happened that may change what it does (``state.pass_due``); under a
+        power limit, then hold the draw to the cap."""
+        if self.env.peek() != self.env.now:
+            if self.state.pass_due:
+                self._on_pass()
+            if self.state.limit is not None:
+                self._settle()
+
+    def _settle(self) -> None:
+        """The limit's end of an instant: completions of jobs whose clock changed move
+        (the events already scheduled for them lapse), and the next phase boundary of a
+        running job gets an event."""
+        st = self.state
+        now = st.now_s = self.env.now
+        ends = st.limit.end
+        for j in st.settle():
+            self._schedule(delay_to(now, ends[j]), COMPLETION, self._on_completion, j)
+        t = st.limit.next_change_s()
+        if t != math.inf and t not in self._change_at:
+            self._change_at.add(t)
+            self._schedule(delay_to(now, t), CONTROL, self._on_change, t)
 
     def _on_arrivals(self, _event) -> None:
         g = self._next_group
@@ -200,7 +226,17 @@ class MainSimulator:
         self._request_pass()
 
     def _on_completion(self, event) -> None:
-        self.state.finish(event._value)
+        j = event._value
+        st = self.state
+        if st.limit is None:
+            st.finish(j)
+        elif st.limit.end.get(j) == self.env.now:  # else its end has moved since
+            st.now_s = self.env.now
+            st.finish(j)
+            pos = self._record_at.pop(j)
+            rec = self.jobs[pos]
+            self.jobs[pos] = rec._replace(end_s=self.env.now,
+                                          runtime_s=self.env.now - rec.start_s)
         self._request_pass()
 
     def _on_change(self, event) -> None:
@@ -208,6 +244,7 @@ class MainSimulator:
         falls due: apply it and ask for a pass, unless a later decision has dropped it
         since (a newer wake request, a cap the controller set)."""
         self.state.now_s = self.env.now
+        self._change_at.discard(self.env.now)
         self.state.apply_changes()
         self._request_pass()
 
@@ -223,6 +260,9 @@ class MainSimulator:
         if started:
             runtime = st.runtime_s
             jobs = self.jobs
+            if st.limit is not None:  # records of what the jobs got, at their ends
+                for k, j in enumerate(started):
+                    self._record_at[j] = len(jobs) + k
             for j in started:
                 run = runtime[j]
                 self._schedule(run, COMPLETION, self._on_completion, j)

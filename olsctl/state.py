@@ -37,6 +37,7 @@ class SimState:
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
         "held", "started", "checker", "power", "cache", "finishes", "wake", "budget", "pass_due",
+        "limit",
     )
 
     def __init__(
@@ -76,6 +77,9 @@ class SimState:
         #: the job model and power budget of RMAP/PARM runs
         #: (olsctl.perfmodel.BudgetRun), else None
         self.budget = None
+        #: the hardware power limit (olsctl.power.limit.Limit) under ``power.limit:
+        #: throttle``, else None
+        self.limit = None
         #: per-job values a policy derives from fixed job attributes, computed once per
         #: state (e.g. MQBF's queue of each job), keyed by the policy's settings
         self.cache: dict = {}
@@ -113,6 +117,8 @@ class SimState:
             self.power.on_finish(self, idx)
         if self.budget is not None:
             self.budget.on_finish(self, idx)
+        if self.limit is not None:
+            self.limit.on_finish(self, idx)
         if self.checker is not NULL_CHECKER:
             self.checker.on_finish(self, idx)
 
@@ -128,6 +134,10 @@ class SimState:
             cap_t = self.power.next_change_s(self.now_s)
             if cap_t < t:
                 t = cap_t
+        if self.limit is not None:
+            phase_t = self.limit.next_change_s()
+            if phase_t < t:
+                t = phase_t
         return t
 
     def apply_changes(self) -> None:
@@ -138,8 +148,28 @@ class SimState:
             self.active_procs = wake[1]
             self.wake = None
             self.pass_due = True
+            if self.limit is not None:
+                self.limit.dirty = True
         if self.power is not None and now in self.power.cap.times_s:
             self.pass_due = True
+            if self.limit is not None:
+                self.limit.dirty = True
+        if self.limit is not None:  # running jobs' phases: no pass, the limit settles
+            self.limit.apply_due(self)
+
+    def settle(self) -> list[int]:
+        """End the instant under a power limit: hold the draw to the cap; returns the
+        running jobs whose end moved since the last call (drivers reschedule them)."""
+        limit = self.limit
+        limit.settle(self)
+        moved, limit.moved = limit.moved, []
+        return moved
+
+    def end_of(self, idx: int) -> float:
+        """When running job ``idx`` ends (under a power limit, at its clock now)."""
+        if self.limit is not None:
+            return self.limit.end[idx]
+        return self.start_s[idx] + self.runtime_s[idx]
 
     def request_active(self, n: int, latency_s: float) -> None:
         """Ask for ``n`` active processors from now: fewer (or no latency) apply at once;
@@ -155,6 +185,8 @@ class SimState:
         self.active_procs = int(n)
         self.wake = None
         self.pass_due = True
+        if self.limit is not None:  # idle and sleeping processors draw differently
+            self.limit.dirty = True
 
     @property
     def target_active(self) -> int:
@@ -165,6 +197,8 @@ class SimState:
         """One scheduling pass; returns the jobs started, in start order."""
         self.started = started = []
         self.pass_due = False
+        if self.limit is not None:  # the pass meters the draw as the limit holds it
+            self.limit.settle(self)
         policy.schedule(self)
         if started:
             queue, k = self.queue, len(started)
@@ -190,6 +224,8 @@ class SimState:
         insort(self.running, (now + self.estimate_s[idx], idx))
         if alloc is not None:
             self._hold(idx, alloc)
+        if self.limit is not None:
+            self.limit.on_start(self, idx)
         self.started.append(idx)
 
     def _hold(self, idx: int, alloc: tuple[int, ...]) -> None:
@@ -231,6 +267,7 @@ class SimState:
             wake=self.wake,
             pass_due=self.pass_due,
             budget=None if self.budget is None else self.budget.subset(idx),
+            limit=None if self.limit is None else self.limit.subset(idx),
         )
 
     @classmethod
@@ -254,6 +291,8 @@ class SimState:
             state.power = snap.power.subset(list(range(len(state.job_id))))
         if snap.budget is not None:
             state.budget = snap.budget.subset(list(range(len(state.job_id))))
+        if snap.limit is not None:
+            state.limit = snap.limit.subset(list(range(len(state.job_id))))
         checker.adopt(state)
         return state
 
@@ -285,6 +324,8 @@ class Snapshot:
     budget: Any = None
     #: the pass of the snapshot's instant is still due (something happened at it)
     pass_due: bool = True
+    #: the hardware power limit's clocks and work of the running jobs (or None)
+    limit: Any = None
 
     @property
     def n_waiting(self) -> int:

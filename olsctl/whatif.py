@@ -137,7 +137,9 @@ def steps(
                 state.budget.extend(arrivals_budget)
     n_arr = len(arr_time)
     runtime = state.runtime_s
-    heap = [(state.start_s[j] + runtime[j], j) for _, j in state.running]
+    power_limit = state.limit
+    ends = None if power_limit is None else power_limit.end  # under a power limit, ends move
+    heap = [(state.end_of(j), j) for _, j in state.running]
     heapify(heap)
     queue_left = len(state.queue)
     snap_left = queue_left if watch_snapshot else -1
@@ -158,11 +160,15 @@ def steps(
         if started:
             queue_left -= len(started)
             for j in started:
-                heappush(heap, (now + runtime[j], j))
+                heappush(heap, (now + runtime[j], j) if ends is None else (ends[j], j))
                 if j < n_snap:
                     snap_left -= 1
                     if bound is not None:
                         bound.start(j, now)
+        if power_limit is not None:  # the limit ends the instant (as in olsctl.sim)
+            for j in state.settle():
+                heappush(heap, (ends[j], j))
+            t_change = state.next_change_s()
         if (queue_left == 0 and a == n_arr) or snap_left == 0:
             break
         while bound is not None and bound.missed(now):
@@ -180,7 +186,9 @@ def steps(
             break
         state.now_s = now
         while heap and heap[0][0] == now:
-            state.finish(heappop(heap)[1])
+            j = heappop(heap)[1]
+            if ends is None or ends.get(j) == now:  # (else its end has moved since)
+                state.finish(j)
         while a < n_arr and arr_time[a] == now:
             state.arrive(n_snap + a)
             a += 1

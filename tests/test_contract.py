@@ -27,6 +27,7 @@ from olsctl.checker import StrictChecker
 from olsctl.config import build_config
 from olsctl.policies import REGISTRY, make_policy
 from olsctl.power.cap import CapSchedule
+from olsctl.power.limit import SHARES, Limit, LimitSettings
 from olsctl.power.profiles import ProfileSettings, synthetic_profiles
 from olsctl.power.runtime import power_state
 from olsctl.sim import MainSimulator
@@ -49,11 +50,13 @@ def _specs() -> list[dict]:
     return out
 
 
-#: (power, wake): power None, "constant" (one cap) or "schedule" (the cap changes);
-#: wake: active processors lowered and raised again before the cut, raises waiting for
-#: the wake latency (one superseded by a later request)
+#: (power, wake): power None, "constant" (one cap), "schedule" (the cap changes) or
+#: "throttle" (the cap changes and a hardware limit throttles running jobs to hold it;
+#: the two ways of sharing a reduction by turns); wake: active processors lowered and
+#: raised again before the cut, raises waiting for the wake latency (one superseded by
+#: a later request)
 SCENARIOS = [(None, False), (None, True), ("constant", False), ("schedule", False),
-             ("schedule", True)]
+             ("schedule", True), ("throttle", False), ("throttle", True)]
 
 
 def _cases():
@@ -93,6 +96,7 @@ def _cap(kind: str | None, w: Workload, rng: np.random.Generator) -> CapSchedule
     peak = w.machine_procs * PEAK_W
     if kind == "constant":
         return CapSchedule.constant(float(rng.choice([0.35, 0.6, 1.0])) * peak)
+    # "schedule" and "throttle"
     t0, t1 = float(w.submit_s[0]), float(w.submit_s[-1]) + 60.0
     times = sorted(set(np.round(rng.uniform(t0, t1, size=3)).tolist()) | {t0 + 20.0})
     fracs = rng.choice([0.3, 0.5, 0.8, 1.0], size=len(times) + 1)
@@ -103,12 +107,16 @@ class Setup:
     """One example: a workload, and how to build the main simulator over any part of it
     (the same policy, power, cap schedule and active-processor requests each time)."""
 
+    #: jobs the power limit throttled in main-simulator runs (the limit must act)
+    throttled = 0
+
     def __init__(self, spec: dict, estimates: str, power: str | None, wake: bool,
                  seed: int) -> None:
         rng = np.random.default_rng(seed)
         self.spec, self.estimates, self.seed = spec, estimates, seed
         self.w = _workload(rng)
         self.cap = _cap(power, self.w, rng)
+        self.throttle = power == "throttle"
         self.requests: list[tuple[float, int]] = []
         if wake:
             m, t0 = self.w.machine_procs, float(self.w.submit_s[0])
@@ -121,6 +129,10 @@ class Setup:
         assert policy.prepare(sim.state, w) is None
         if self.cap is not None:
             sim.state.power = self.power_of(w)
+        if self.throttle:
+            share = SHARES[self.seed % len(SHARES)]
+            sim.state.limit = Limit(LimitSettings(share=share, min_clock=0.3,
+                                                  static_w=0.3 * PEAK_W))
         if self.requests:
             sim.wake_latency_s = WAKE_S
         return sim
@@ -128,8 +140,10 @@ class Setup:
     def power_of(self, w: Workload):
         prof = synthetic_profiles(w, IDLE_W, PEAK_W, ProfileSettings(seed=self.seed))
         ids = w.job_id.tolist()
-        return power_state(prof, [j % 3 for j in ids], IDLE_W, SLEEP_W, PEAK_W, self.cap,
-                           [j % 5 for j in ids], sample_s=7.0)
+        power = power_state(prof, [j % 3 for j in ids], IDLE_W, SLEEP_W, PEAK_W, self.cap,
+                            [j % 5 for j in ids], sample_s=7.0)
+        power.kappa = [(j % 7) / 6.0 for j in ids]
+        return power
 
     def run(self, w: Workload, cut: float, snaps: list) -> dict[int, float]:
         """Run the main simulator over ``w`` with the requests due by ``cut`` and a
@@ -140,6 +154,8 @@ class Setup:
                 sim.at(t, lambda s, n=n: s.request_active_procs(n))
         sim.at(cut, lambda s: snaps.append(s.state.snapshot()))
         records = sim.run()
+        if self.throttle:
+            Setup.throttled += len(sim.state.limit.hit)
         starts = {int(r.job_id): float(r.start_s) for r in records.jobs}
         starts.update({int(j): math.nan for j in records.unstarted})
         return starts
@@ -163,6 +179,7 @@ EXAMPLES = 5
 @pytest.mark.parametrize("spec,estimates,power,wake", CASES)
 def test_whatif_reproduces_the_main_simulator(spec, estimates, power, wake):
     checked = 0
+    Setup.throttled = 0
     for seed in range(EXAMPLES):
         case = Setup(spec, estimates, power, wake, seed)
         w = case.w
@@ -199,6 +216,7 @@ def test_whatif_reproduces_the_main_simulator(spec, estimates, power, wake):
             assert np.array_equal(again.start_s, res0.start_s, equal_nan=True)
             checked += 1
     assert checked == EXAMPLES * 3
+    assert (Setup.throttled > 0) == (power == "throttle")
 
 
 def _budget_of(spec: dict, w: Workload):

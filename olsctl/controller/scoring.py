@@ -192,6 +192,8 @@ def apply_candidate(state: SimState, candidate: Candidate, current: Candidate | 
 
         state.power.cap = CapSchedule.constant(cap_w)
         state.pass_due = True
+        if state.limit is not None:
+            state.limit.dirty = True
     if current is not None and (candidate.window, candidate.params) != (current.window,
                                                                          current.params):
         state.pass_due = True
@@ -266,7 +268,9 @@ class WhatIfRun:
         if self.metered:
             energy, mean_w, peak_w = power_forecast(snap, state, task, self.active)
             self.cost_parts.update(energy=energy, peak_power=peak_w)
-            over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
+            # (under a power limit the cap holds: what it costs is the jobs' stretch)
+            over_cap = (candidate.cap_w is not None and peak_w > candidate.cap_w
+                        and state.limit is None)
         cost = self._cost()
         if n == 0:
             return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
@@ -276,6 +280,9 @@ class WhatIfRun:
                          energy, mean_w, peak_w, over_cap=over_cap)
         submit, runtime = state.submit_s, state.runtime_s
         wait = [start[k] - submit[k] for k in range(n)]
+        if state.limit is not None:  # throttled jobs' stretch counts as delay
+            stretch_of = state.limit.stretch_of
+            wait = [w + stretch_of(state, k) for k, w in enumerate(wait)]
         # olsctl.metrics.job_bsld, inlined (a what-if scores every job of its snapshot)
         b = BSLD_BOUND_S
         bsld = [1.0 + w / (r if r > b else b) for w, r in zip(wait, runtime)]

@@ -61,12 +61,14 @@ class PowerTimeline:
 
 def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, int],
              machine: MachinePower, cap: CapSchedule,
-             wake_before: bool = False) -> PowerTimeline:
+             wake_before: bool = False, job_log=None) -> PowerTimeline:
     """Build the machine power over the run; ``index_of`` maps job id -> profile row.
 
     With ``wake_before`` the simulator made woken processors usable only once awake, so
     a raise of the active count in the records marks the end of the wake: its energy is
-    drawn over the ``wake_latency_s`` before it."""
+    drawn over the ``wake_latency_s`` before it. ``job_log = (times, watts)`` gives the
+    jobs' power as the simulator drew it (changes of the jobs' total power, under a power
+    limit that throttled them) instead of their profiles over their records."""
     total = records.total_procs
     if not records.jobs:
         raise ValueError("no job ran: there is no power timeline to build")
@@ -75,7 +77,16 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
     b_ev: list[np.ndarray] = []   # busy processor deltas
     end_ev: list[np.ndarray] = []  # processors released (for wakes at the same instant)
     jobs = records.jobs
-    if jobs:
+    if jobs and job_log is not None:
+        start = np.array([r.start_s for r in jobs])
+        end = np.array([r.end_s for r in jobs])
+        procs = np.array([r.procs for r in jobs], dtype=float)
+        log_t = np.asarray(job_log[0], dtype=float)
+        t_ev += [start, end, log_t]
+        p_ev += [np.zeros(start.size), np.zeros(end.size), np.asarray(job_log[1], dtype=float)]
+        b_ev += [procs, -procs, np.zeros(log_t.size)]
+        end_ev += [np.zeros(start.size), procs, np.zeros(log_t.size)]
+    elif jobs:
         start = np.array([r.start_s for r in jobs])
         end = np.array([r.end_s for r in jobs])
         run = np.array([r.runtime_s for r in jobs])
@@ -211,7 +222,8 @@ def samples(tl: PowerTimeline, sample_s: float) -> PowerSamples:
     peak = per_interval(tl.power_w, np.maximum)
     over = per_interval(tl.power_w - tl.cap_w, np.maximum)
     caps = per_interval(tl.cap_w, np.minimum)
-    return PowerSamples(bounds[:-1], mean, peak, caps, over <= 0)
+    # within the cap up to the rounding of summed power changes (a limit holds it exactly)
+    return PowerSamples(bounds[:-1], mean, peak, caps, over <= 1e-9 * np.abs(caps))
 
 
 def summary(tl: PowerTimeline, smp: PowerSamples) -> dict:
@@ -235,3 +247,38 @@ def _mean_cap(tl: PowerTimeline) -> dict:
     if tl.span_s <= 0 or not tl.cap_w.size or not np.isfinite(tl.cap_w).all():
         return {}
     return {"mean_cap_w": float(np.sum(tl.cap_w * np.diff(tl.times_s)) / tl.span_s)}
+
+
+def untouched(smp: PowerSamples, sample_s: float, intervals) -> np.ndarray:
+    """Per sample interval: True when none of ``intervals`` (disjoint, in time order,
+    as ``(from, to)``: when a power limit acted) overlaps it."""
+    if not len(intervals):
+        return np.ones(smp.time_s.size, dtype=bool)
+    a = np.asarray([iv[0] for iv in intervals], dtype=float)
+    c = np.asarray([iv[1] for iv in intervals], dtype=float)
+    begin = smp.time_s
+    end = np.concatenate((begin[1:], [begin[-1] + sample_s])) if begin.size else begin
+    k = np.searchsorted(c, begin, side="right")  # the first interval ending after begin
+    hit = k < a.size
+    hit[hit] = a[k[hit]] < end[hit]
+    return ~hit
+
+
+def limit_summary(tl: PowerTimeline, smp: PowerSamples, sample_s: float, limit,
+                  records: RunRecords) -> dict:
+    """The power limit's figures (olsctl.power.limit): the scheduler's own CSR (share of
+    samples in which the limit never acted), whether the cap held at every instant, the
+    share of time it acted, jobs throttled and the processor-hours they lost."""
+    span = tl.span_s
+    over = tl.power_w - tl.cap_w
+    tol = 1e-9 * np.abs(tl.cap_w)
+    return {
+        "scheduler_csr": float(untouched(smp, sample_s, limit.intervals).mean())
+        if smp.time_s.size else 1.0,
+        "limit_held": bool((over <= tol).all()),
+        "max_over_cap_w": float(max(over.max(), 0.0)) if over.size else 0.0,
+        "throttled_time_share": limit.acting_s / span if span > 0 else 0.0,
+        "jobs_throttled": len(limit.hit),
+        "work_lost_proc_h": float(sum(r.procs * records.stretch_s.get(r.job_id, 0.0)
+                                      for r in records.jobs)) / 3600.0,
+    }

@@ -60,6 +60,8 @@ class PowerState:
     fed: list[int] = field(default_factory=list)
     fed_until_s: float = float("-inf")
     pending: list = field(default_factory=list)
+    #: per job: compute-boundness (olsctl.perfmodel's kappa), under a power limit
+    kappa: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.user)
@@ -78,7 +80,10 @@ class PowerState:
         return self.cap.cap_at(state.now_s)
 
     def job_power_now(self, state: "SimState", idx: int) -> float:
-        """True power per processor of running job ``idx`` at the current time."""
+        """True power per processor of running job ``idx`` at the current time (under a
+        power limit, what it draws as throttled)."""
+        if state.limit is not None:
+            return state.limit.level[idx]
         run = state.runtime_s[idx]
         x = (state.now_s - state.start_s[idx]) / run if run > 0 else 0.0
         starts = self.phase_start[idx]
@@ -128,12 +133,13 @@ class PowerState:
             {u: list(h) for u, h in self.history.items()}, self.forced_starts,
             [self.window_entry[j] for j in idx], [self.job_key[j] for j in idx],
             {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s,
-            [self.fed[j] for j in idx], self.fed_until_s, list(self.pending))
+            [self.fed[j] for j in idx], self.fed_until_s, list(self.pending),
+            [self.kappa[j] for j in idx] if self.kappa else [])
 
     def extend(self, other: "PowerState") -> None:
         """Append ``other``'s jobs (arrivals fed to a what-if)."""
         for name in ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
-                     "true_std_w", "window_entry", "job_key", "fed"):
+                     "true_std_w", "window_entry", "job_key", "fed", "kappa"):
             getattr(self, name).extend(getattr(other, name))
 
 
