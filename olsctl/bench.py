@@ -86,6 +86,8 @@ class BenchRow:
     same_schedule: bool
     mqbf_s: float | None = None
     knapsack_s: float | None = None
+    #: the same knapsack run with the hardware power limit (power.limit: throttle)
+    throttle_s: float | None = None
 
     @property
     def main_ratio(self) -> float:
@@ -99,6 +101,11 @@ class BenchRow:
     def knapsack_ratio(self) -> float | None:
         """Window knapsack (w = 20) main-simulator time over EASY's."""
         return None if self.knapsack_s is None else self.knapsack_s / self.main_s
+
+    @property
+    def throttle_ratio(self) -> float | None:
+        """The knapsack run with the power limit over the same run without it."""
+        return None if self.throttle_s is None else self.throttle_s / self.knapsack_s
 
     @property
     def mqbf_ratio(self) -> float | None:
@@ -139,7 +146,7 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
     """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules;
     with ``mqbf`` also the main simulator under MQBF with 4 queues, with ``knapsack``
     under the window knapsack (w = 20, history predictor, synthetic power, cap 62.5% of
-    peak; power set-up not timed)."""
+    peak; power set-up not timed), without and with the power limit (throttle)."""
     est = w.estimate_s(estimates)
     cols = (w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(), est.tolist())
     policy = make_policy({"name": "easy", "order": "fcfs"})
@@ -155,6 +162,7 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
         others.append(lambda: MainSimulator(w, mq, est).run())
     if knapsack:
         others.append(lambda: _knapsack_sim(w, est).run())
+        others.append(lambda: _knapsack_sim(w, est, throttle=True).run())
     main_s, records, other_s = _interleaved(
         repeat, lambda: MainSimulator(w, policy, est).run(), others)
     wi_s, wi = _best_of(repeat, lambda: run_whatif(snap, policy, arrivals=table))
@@ -165,10 +173,12 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
                 and np.array_equal(wi.start_s, np.asarray(ref)))
     mqbf_s = other_s.pop(0) if mqbf else None
     knapsack_s = other_s.pop(0) if knapsack else None
-    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s, knapsack_s)
+    throttle_s = other_s.pop(0) if knapsack else None
+    return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s, knapsack_s,
+                    throttle_s)
 
 
-def _knapsack_sim(w: Workload, est) -> MainSimulator:
+def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
     from olsctl.power.accounting import MachinePower
     from olsctl.power.cap import CapSchedule
     from olsctl.power.profiles import project_of, synthetic_profiles
@@ -180,6 +190,13 @@ def _knapsack_sim(w: Workload, est) -> MainSimulator:
     sim.state.power = power_state(synthetic_profiles(w, m.idle_w, m.peak_w),
                                   project_of(w).tolist(), m.idle_w, m.sleep_w, m.peak_w,
                                   CapSchedule.constant(0.625 * w.machine_procs * m.peak_w))
+    if throttle:
+        from olsctl.perfmodel import PerfSettings, draw_params
+        from olsctl.power.limit import Limit, LimitSettings
+
+        perf = PerfSettings()
+        sim.state.power.kappa = draw_params(w.job_id, project_of(w), w.procs, perf)[0]
+        sim.state.limit = Limit(LimitSettings(static_w=perf.static * m.peak_w), logging=True)
     return sim
 
 

@@ -132,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--mqbf", action="store_true",
                        help="also time the main simulator under MQBF(4) against EASY")
     bench.add_argument("--knapsack", action="store_true",
-                       help="also time it under the window knapsack (w = 20, 62.5%% cap)")
+                       help="also time it under the window knapsack (w = 20, 62.5%% cap), "
+                            "without and with the power limit (throttle)")
     bench.add_argument("--ols", action="store_true",
                        help="instead, time EASY/OLS (configs/easy-ols.yaml's controller) with "
                             "n_jobs 1 and 2: wall time and the controller's share")
@@ -228,6 +229,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(run_summary_table(result.summary))
         out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
                   f"in {wall:.1f} s", highlight=False, markup=False, soft_wrap=True)
+        if result.summary["strict_checks"] is not None:
+            out.print(_strict_text(result.summary), highlight=False, markup=False,
+                      soft_wrap=True)
         if "controller" in result.summary:
             c = result.summary["controller"]
             missed = "limit" if "feedback" in c else "SLA"
@@ -412,10 +416,26 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         if row.mqbf_s is not None:
             line += f", MQBF(4) {row.mqbf_s:.3f} s ({row.mqbf_ratio:.2f}x EASY)"
         if row.knapsack_s is not None:
-            line += f", knapsack {row.knapsack_s:.3f} s ({row.knapsack_ratio:.2f}x EASY)"
+            line += (f", knapsack {row.knapsack_s:.3f} s ({row.knapsack_ratio:.2f}x EASY), "
+                     f"with throttle {row.throttle_s:.3f} s ({row.throttle_ratio:.2f}x)")
         out.print(line, highlight=False, soft_wrap=True)
     out.print(_bench_table(rows, args))
     return EXIT_OK
+
+
+def _strict_text(summary: dict) -> str:
+    """What ``--strict`` checked in a run that passed."""
+    parts = [f"strict: {summary['strict_checks']:,} starts checked (each job started once, "
+             f"waiting and submitted, within the active processors; every finish running)"]
+    power = summary.get("power") or {}
+    if power.get("limit") == "throttle":
+        parts.append("power never above the cap in force (the limit held)")
+    pivots = summary.get("pivots") or {}
+    if "late_pivots" in pivots:
+        parts.append(f"{pivots['late_pivots']:,} of {pivots['pivots']:,} pivots started "
+                     f"later than a reservation they had held (worst by "
+                     f"{pivots['max_pivot_delay_s']:g} s)")
+    return "; ".join(parts)
 
 
 def _bench_table(rows: list, args: argparse.Namespace) -> Table:
@@ -444,7 +464,9 @@ def _bench_table(rows: list, args: argparse.Namespace) -> Table:
                     ("MQBF(4) / EASY", lambda r: f"{r.mqbf_ratio:.2f}x")]
     if args.knapsack:
         figures += [("knapsack main s", lambda r: f"{r.knapsack_s:.2f}"),
-                    ("knapsack / EASY", lambda r: f"{r.knapsack_ratio:.2f}x")]
+                    ("knapsack / EASY", lambda r: f"{r.knapsack_ratio:.2f}x"),
+                    ("+ throttle s", lambda r: f"{r.throttle_s:.2f}"),
+                    ("throttle / knapsack", lambda r: f"{r.throttle_ratio:.2f}x")]
     for label, cell in figures:
         table.add_row(label, *(cell(r) for r in rows))
     return table

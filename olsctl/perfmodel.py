@@ -68,17 +68,31 @@ class PerfSettings:
 _KAPPA, _SERIAL, _JOB_KAPPA, _MOLDABLE = 21, 22, 23, 24
 
 
+def clock_at(p: float, demand: float, static: float, exponent: float) -> float:
+    """The clock model: the clock, relative to the top one, of a job that draws
+    ``demand`` uncapped when held to ``p`` (``static`` of it does not scale with the
+    clock, the rest as clock^``exponent``); any one unit of power (fractions of a node's
+    peak here, watts per processor under :mod:`olsctl.power.limit`)."""
+    if p >= demand:
+        return 1.0
+    return ((p - static) / (demand - static)) ** (1.0 / exponent)
+
+
+def time_factor(kappa: float, clock: float) -> float:
+    """Time at ``clock`` over time at the top clock of a job of compute-boundness
+    ``kappa``: ``1 + kappa x (1 / clock - 1)``."""
+    return 1.0 + kappa * (1.0 / clock - 1.0)
+
+
 def clock_ratio(kappa: float, p: float, s: PerfSettings) -> float:
     """Clock of a job capped at ``p`` (fraction of node peak) relative to uncapped."""
     demand = s.static + (1.0 - s.static) * (s.memory_draw + (1.0 - s.memory_draw) * kappa)
-    if p >= demand:
-        return 1.0
-    return ((p - s.static) / (demand - s.static)) ** (1.0 / s.exponent)
+    return clock_at(p, demand, s.static, s.exponent)
 
 
 def power_factor(kappa: float, p: float, s: PerfSettings) -> float:
     """``g(p)``: time under a cap of ``p`` over time uncapped (exactly 1 when uncapped)."""
-    return 1.0 + kappa * (1.0 / clock_ratio(kappa, p, s) - 1.0)
+    return time_factor(kappa, clock_ratio(kappa, p, s))
 
 
 def scale_factor(serial: float, n_req: int, n: int) -> float:

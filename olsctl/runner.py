@@ -245,7 +245,7 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     summary["sla"] = sla_summary(summary["weekly"], sla)
     report = policy.run_report(sim.state, records)
     if report is not None:
-        summary["budget"] = report
+        summary[policy.report_key] = report
     extra_files: dict[str, str] = {}
     if controller is not None:
         summary["controller"] = controller.summary()
@@ -283,7 +283,7 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             smp, None if limit is None else ~accounting.untouched(smp, machine.sample_s,
                                                                   limit.intervals))
     logged = None
-    if power is not None or report is not None:  # a job may get other than it asked
+    if power is not None or sim.state.budget is not None:  # a job may get other than it asked
         logged = ({j: i for i, j in enumerate(workload.job_id.tolist())},
                   workload.procs, workload.runtime_s)
     out_dir = Path(config.out)

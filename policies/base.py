@@ -29,8 +29,12 @@ class PolicyBase:
         return None
 
     def run_report(self, state: "SimState", records: "RunRecords") -> dict | None:
-        """Figures of the policy's own for ``summary.json`` (None: nothing to add)."""
+        """Figures of the policy's own for ``summary.json`` (None: nothing to add), under
+        the key :attr:`report_key`."""
         return None
+
+    #: the key of :meth:`run_report`'s figures in ``summary.json``
+    report_key: str = "budget"
 
     #: queues the controller scores separately (0: none, the policy has one queue)
     n_queues: int = 0

@@ -3,8 +3,9 @@
 Jobs go to one of K queues by runtime estimate; each queue owns a partition of the
 active processors. A pass is the shared backfilling core (:mod:`.backfill`) over
 :class:`olsctl.policies.partitions.PartitionProfiles` (the fit test and reservations per
-partition); this module holds the policy: its settings, the queues, and the shortcut
-that reuses a pass's profiles at instants where jobs only arrived.
+partition); this module holds the policy: its settings, the queues, the shortcut
+that reuses a pass's profiles at instants where jobs only arrived, and the run's record
+of the pivots that started later than a reservation they had held (:class:`PivotRecord`).
 """
 
 from __future__ import annotations
@@ -20,15 +21,76 @@ from olsctl.policies.order import ORDERS, Order
 from olsctl.policies.partitions import PartitionProfiles, largest_remainder
 
 if TYPE_CHECKING:
+    from olsctl.records import RunRecords
     from olsctl.state import SimState
+    from olsctl.workload import Workload
 
-__all__ = ["MultiQueueBackfill", "PartitionProfiles", "largest_remainder", "ARRIVALS_SHORTCUT"]
+__all__ = ["MultiQueueBackfill", "PartitionProfiles", "PivotRecord", "largest_remainder",
+           "ARRIVALS_SHORTCUT", "PIVOTS_KEY"]
 
 
 #: under FCFS, reuse the last pass's profiles at instants where jobs only arrived or the
 #: jobs that ended did so at their expected ends (see MultiQueueBackfill.backfill; off
 #: only to check that it changes nothing)
 ARRIVALS_SHORTCUT = True
+
+#: where a run's :class:`PivotRecord` lives in ``state.cache`` (one per run, whatever the
+#: MQBF settings; put there by ``prepare``, so what-ifs, which report nothing, skip it)
+PIVOTS_KEY = ("mqbf-pivots",)
+
+
+class PivotRecord:
+    """A run's pivots: for each waiting job that held a reservation, the earliest one
+    (its shadow time, s), and of the jobs that started after holding one, how many
+    (``pivots``), how many started later than that earliest reservation (``late``) and
+    the worst such delay (``max_delay_s``, 0 when none was late).
+
+    A reservation is held when a pass makes it (a pass in which no job can start makes
+    none, as in :func:`olsctl.policies.backfill.backfill_pass`). Times are compared
+    exactly: a reservation starts now or at an expected end (start + estimate) of a
+    running or reserved job, the very float of the event at which a pivot starting on
+    time starts. Snapshots do not carry the record: a what-if keeps none."""
+
+    __slots__ = ("reserved_s", "pivots", "late", "max_delay_s")
+
+    def __init__(self) -> None:
+        self.reserved_s: dict[int, float] = {}
+        self.pivots = 0
+        self.late = 0
+        self.max_delay_s = 0.0
+
+    def note_pass(self, state: "SimState", resources: PartitionProfiles) -> None:
+        """After a pass that ran: weigh the starts of jobs that held a reservation
+        (pivots never start in the pass that makes them), then keep each of this pass's
+        reservations that is its job's earliest (computing any the pass left pending)."""
+        reserved = self.reserved_s
+        if reserved and state.started:
+            now = state.now_s
+            for j in state.started:
+                held = reserved.pop(j, None)
+                if held is not None:
+                    self.pivots += 1
+                    if now > held:
+                        self.late += 1
+                        if now - held > self.max_delay_s:
+                            self.max_delay_s = now - held
+        if resources.pivots:
+            # a pending reservation starts no earlier than its bound: compute them (in
+            # order) up to the last that may be its pivot's earliest
+            upto = 0
+            for i, (j, bound) in enumerate(resources.pending, 1):
+                held = reserved.get(j)
+                if held is None or bound < held:
+                    upto = i
+            for res in resources.settle(upto):
+                held = reserved.get(res.job)
+                if held is None or res.shadow_s < held:
+                    reserved[res.job] = res.shadow_s
+
+    def report(self) -> dict:
+        """The figures ``run_report`` adds to ``summary.json``."""
+        return {"pivots": self.pivots, "late_pivots": self.late,
+                "max_pivot_delay_s": self.max_delay_s}
 
 
 @dataclass(frozen=True)
@@ -77,6 +139,8 @@ class MultiQueueBackfill(PolicyBase):
     def n_queues(self) -> int:  # type: ignore[override]
         return self.queues
 
+    report_key = "pivots"  # (a class attribute, not a setting)
+
     def queue_index(self, estimate_s: float) -> int:
         """The smallest k with estimate < boundaries_s[k], else the last queue (0-based)."""
         return bisect_right(self.boundaries_s, estimate_s)
@@ -89,7 +153,28 @@ class MultiQueueBackfill(PolicyBase):
         return got
 
     def schedule(self, state: "SimState") -> None:
-        self.backfill(state)
+        resources = self.backfill(state)
+        if resources is not None:  # (a skipped pass started nothing and reserved nothing)
+            record = state.cache.get(PIVOTS_KEY)
+            if record is not None:
+                record.note_pass(state, resources)
+
+    def prepare(self, state: "SimState", workload: "Workload") -> str | None:
+        """Keep a :class:`PivotRecord` on ``state`` for the run (see :meth:`run_report`)."""
+        if PIVOTS_KEY not in state.cache:
+            state.cache[PIVOTS_KEY] = PivotRecord()
+        return None
+
+    def run_report(self, state: "SimState", records: "RunRecords") -> dict | None:
+        """The base's report with the run's pivots: ``pivots`` (jobs that started after
+        holding a reservation), ``late_pivots`` (those that started later than the
+        earliest reservation they held) and ``max_pivot_delay_s`` (the worst delay, s);
+        nothing to add when the state has no record (``prepare`` was not called)."""
+        base = super().run_report(state, records)
+        record = state.cache.get(PIVOTS_KEY)
+        if record is None:
+            return base
+        return {**(base or {}), **record.report()}
 
     def backfill(self, state: "SimState") -> PartitionProfiles | None:
         """One pass; returns its resources (reservations: ``.settle()``), or None when

@@ -323,9 +323,11 @@ class PartitionProfiles:
         if self._bounded:
             self.horizon = min([self.settled_horizon, *(b for _, b in self.pending)])
 
-    def settle(self) -> list[Reservation]:
-        """Compute the pending reservations, in order; returns all made so far."""
-        while self.pending:
+    def settle(self, count: int | None = None) -> list[Reservation]:
+        """Compute the pending reservations, in order (only the first ``count`` of them,
+        if given); returns all made so far."""
+        n = len(self.pending) if count is None else min(count, len(self.pending))
+        for _ in range(n):
             self._settle_next()
         return self.reservations
 

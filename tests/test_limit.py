@@ -180,3 +180,105 @@ def test_a_held_job_whose_phase_falls_below_its_level_draws_what_the_phase_asks(
     assert rec.end_s == pytest.approx(boundary + 100.0, rel=1e-12)
     assert _power_at(tl, boundary - 1.0) == pytest.approx(600.0)
     assert _power_at(tl, boundary + 1.0) == pytest.approx(400.0)
+
+
+def test_a_what_if_under_a_low_cap_counts_the_stretch_in_its_sla_metric():
+    # Two processors, idle at 0 W. A (1 processor, 100 s, 800 W) starts at 0; B (2
+    # processors, 10 s, 200 W: below the static share, never held) waits for it. At 1 the controller tries caps: at 550 W A is held
+    # (1% done, the rest takes 99 g s), so B waits 1 + 99 g s and A's stretch is
+    # 99 (g - 1) s; at 1000 W nothing is held: B waits 100 s.
+    from olsctl.controller.scoring import Candidate, WhatIfTask, what_if
+
+    rows = [(1, 0, 100, 1), (2, 0, 10, 2)]
+    w = workload_from_rows(rows, 2)
+    sim = make_main(w)
+    sim.state.power = power_state(_profiles([[(1.0, 800.0)], [(1.0, 200.0)]]), [0, 0],
+                                  0.0, 0.0, PEAK_W, CapSchedule.constant(2000.0))
+    sim.state.power.kappa = [0.5, 0.5]
+    sim.state.limit = Limit(LimitSettings("clock", 0.2, STATIC_W, 3.0))
+    snaps = []
+    sim.at(1.0, lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    task = WhatIfTask(snaps[0], {"name": "easy"})
+    g = _g(0.5, 550.0, 800.0)
+    low = what_if(task, Candidate(2, cap_w=550.0))
+    want = ((1.0 + 99.0 * (g - 1.0) / 100.0) + (1.0 + (1.0 + 99.0 * g) / 10.0)) / 2.0
+    assert low.mean_bsld == pytest.approx(want, rel=1e-12)
+    assert not low.over_cap  # the limit holds the cap: its cost is the stretch
+    high = what_if(task, Candidate(2, cap_w=1000.0))
+    assert high.mean_bsld == pytest.approx((1.0 + (1.0 + 100.0 / 10.0)) / 2.0, rel=1e-12)
+
+
+def _head_trace(repo_root, tmp_path, n: int):
+    """KTH-SP2's header and first ``n`` jobs, as a file of its own."""
+    import gzip
+
+    text = gzip.open(repo_root / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz", "rt").read()
+    lines = text.splitlines()
+    head = [x for x in lines if x.startswith(";")]
+    jobs = [x for x in lines if x.strip() and not x.startswith(";")][:n]
+    path = tmp_path / "kth-head.swf"
+    path.write_text("\n".join(head + jobs) + "\n")
+    return path
+
+
+def _jobs_csv(path) -> list[dict]:
+    import csv
+
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_jobs_csv_keeps_the_logged_request_beside_what_rmap_gave(tmp_path, repo_root):
+    # RMAP resizes moldable jobs and stretches capped ones: the request and the log's
+    # runtime stay in their columns, what each job got beside them.
+    from olsctl.cli import main
+    from olsctl.workload import load_workload
+
+    path = _head_trace(repo_root, tmp_path, 3000)
+    out = tmp_path / "rmap"
+    assert main(["run", str(repo_root / "configs" / "rmap.yaml"), "--trace", str(path),
+                 "--set", f"out={out}", "--quiet"]) == 0
+    w = load_workload(path, 200)
+    logged = dict(zip(w.job_id.tolist(), zip(w.procs.tolist(), w.runtime_s.tolist())))
+    rows = _jobs_csv(out / "jobs.csv")
+    assert rows
+    resized = stretched = 0
+    for r in rows:
+        procs, runtime = logged[int(r["job_id"])]
+        assert int(r["requested_number_of_resources"]) == procs
+        assert float(r["logged_execution_time"]) == runtime
+        assert float(r["execution_time"]) == pytest.approx(
+            float(r["finish_time"]) - float(r["starting_time"]))
+        resized += int(r["allocated_number_of_resources"]) != procs
+        stretched += float(r["execution_time"]) > runtime * (1 + 1e-9)
+    assert resized > 0 and stretched > 0
+
+
+def test_a_throttled_run_from_the_command_line_holds_the_cap(tmp_path, repo_root):
+    from olsctl.cli import main
+
+    path = _head_trace(repo_root, tmp_path, 5000)
+    cfg = tmp_path / "cap.yaml"
+    cfg.write_text(f"trace: {path}\n"
+                   "policy: {name: knapsack, window: 20, predictor: history}\n"
+                   "power: {cap: {schedule: [{at_s: 0, fraction: 0.417}, "
+                   "{at_s: 500000, fraction: 0.625}]}, limit: throttle}\n"
+                   f"out: {tmp_path / 'out'}\n")
+    assert main(["run", str(cfg), "--strict", "--quiet"]) == 0
+    import json
+
+    power = json.loads((tmp_path / "out" / "summary.json").read_text())["power"]
+    assert power["limit"] == "throttle" and power["limit_held"]
+    assert power["csr"] == 1.0 and power["jobs_throttled"] > 0
+    assert 0 < power["throttled_time_share"] < 1 and power["work_lost_proc_h"] > 0
+    assert power["scheduler_csr"] < 1.0
+    rows = _jobs_csv(tmp_path / "out" / "jobs.csv")
+    energy = sum(float(r["energy_j"]) for r in rows)
+    assert energy == pytest.approx(power["job_energy_j"], rel=1e-9)
+    stretched = [r for r in rows
+                 if float(r["execution_time"]) > float(r["logged_execution_time"]) + 1e-6]
+    assert stretched
+    assert power["work_lost_proc_h"] == pytest.approx(
+        sum(int(r["allocated_number_of_resources"]) * (float(r["execution_time"])
+            - float(r["logged_execution_time"])) for r in stretched) / 3600, rel=1e-6)

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
+from olsctl.perfmodel import clock_at, time_factor
+
 if TYPE_CHECKING:
     from olsctl.state import SimState
 
@@ -230,8 +232,8 @@ class Limit:
         base = state.runtime_s[j]
         if p >= d or d <= s.static_w:
             return base
-        f = ((p - s.static_w) / (d - s.static_w)) ** (1.0 / s.exponent)
-        return base * (1.0 + state.power.kappa[j] * (1.0 / f - 1.0))
+        clock = clock_at(p, d, s.static_w, s.exponent)
+        return base * time_factor(state.power.kappa[j], clock)
 
     def _advance(self, state: "SimState", j: int, now: float) -> None:
         dt = now - self.t_ref[j]
