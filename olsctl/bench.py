@@ -1,5 +1,7 @@
 """Speed benchmark: the main simulator and the what-if engine against a plain heapq EASY
-loop, run in the same process on the same jobs (simulation only; parsing timed apart).
+loop, run in the same process on the same jobs (simulation only; parsing timed apart),
+and a whole ``olsctl run`` (a process of its own: start, parse, simulate, write) against
+the plain loop reading the file itself.
 
 The reference loop below is deliberately independent of olsctl's state and policy code:
 one heap of arrivals and completions, a list queue, and the EASY rules written inline.
@@ -9,9 +11,15 @@ It also serves as a cross-check: the benchmark verifies all three give the same 
 from __future__ import annotations
 
 import gc
+import gzip
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,6 +83,131 @@ def reference_easy(submit: list[float], runtime: list[float], procs: list[int],
     return start
 
 
+def plain_load(path: Path, estimates: str = "exact") -> tuple[list, list, list, list, int]:
+    """The loading rules read plainly, line by line, apart from olsctl's reader: submit
+    times, runtimes, processors and estimates of the kept jobs in (submit, id) order,
+    and the machine size (header MaxProcs, else MaxNodes)."""
+    with open(path, "rb") as probe:
+        packed = probe.read(2) == b"\x1f\x8b"
+    size = {}
+    rows = []
+    with (gzip.open if packed else open)(path, "rt", encoding="utf-8-sig",
+                                         errors="replace") as fh:
+        for line in fh:
+            text = line.strip()
+            if not text:
+                continue
+            if text[0] == ";":
+                key = re.match(r";\s*(MaxProcs|MaxNodes):\D*(\d+)", text)
+                if key:
+                    size.setdefault(key.group(1), int(key.group(2)))
+                continue
+            f = text.split()
+            runtime, procs = float(f[3]), float(f[7])
+            procs = procs if procs > 0 else float(f[4])
+            if runtime > 0 and procs > 0:
+                req = float(f[8])
+                est = runtime if estimates == "exact" or req <= 0 else max(req, runtime)
+                rows.append((float(f[1]), float(f[0]), runtime, int(procs), est))
+    machine = size.get("MaxProcs") or size.get("MaxNodes") or 0
+    rows = sorted(r for r in rows if r[3] <= machine)
+    return ([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+            [r[4] for r in rows], machine)
+
+
+def plain_run(path: Path, estimates: str = "exact") -> list[float]:
+    """The plain reference of a whole run: read the file (:func:`plain_load`) and
+    schedule it (:func:`reference_easy`); the start times."""
+    return reference_easy(*plain_load(path, estimates))
+
+
+#: run by a small Python of its own, which starts ``olsctl run`` and reports its wall time,
+#: peak memory and exit code: a child's peak memory (``ru_maxrss``) counts what it shared
+#: with its parent at the fork, so the parent must be small, not this process
+_TIMER = """import os, subprocess, sys, time
+t0 = time.perf_counter()
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(time.perf_counter() - t0, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def whole_run(path: Path, estimates: str = "exact") -> tuple[float, float]:
+    """``olsctl run --trace PATH --quiet`` in a process of its own (outputs to a temporary
+    directory): its wall time (s) and its peak resident memory (MB, the kernel's
+    ``ru_maxrss`` of that process)."""
+    code = "from olsctl.cli import entry_point; entry_point()"
+    with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
+        cmd = [sys.executable, "-S", "-c", _TIMER, sys.executable, "-c", code, "run",
+               "--trace", str(path), "--estimates", estimates, "--out",
+               str(Path(tmp) / "out"), "--quiet"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        figures = done.stdout.split()
+        if done.returncode != 0 or len(figures) != 3 or figures[2] != "0":
+            raise RuntimeError(f"olsctl run --trace {path} failed: {done.stderr.strip()}")
+    return float(figures[0]), int(figures[1]) / 1024.0  # (ru_maxrss: kB on Linux)
+
+
+def bench_whole(path: Path, estimates: str = "exact",
+                repeat: int = 3) -> tuple[float, float, float, list[float]]:
+    """A whole ``olsctl run`` of ``path`` (:func:`whole_run`) and the plain reference
+    reading the file itself (:func:`plain_run`, in this process), ``repeat`` times in
+    turns: the best time of each (s), the run's largest peak memory (MB) and the plain
+    reference's start times."""
+    best_run = best_plain = float("inf")
+    peak_mb = 0.0
+    starts: list[float] = []
+    for _ in range(repeat):
+        del starts
+        gc.collect()
+        t0 = time.perf_counter()
+        starts = plain_run(path, estimates)
+        best_plain = min(best_plain, time.perf_counter() - t0)
+        gc.collect()
+        wall, rss = whole_run(path, estimates)
+        best_run, peak_mb = min(best_run, wall), max(peak_mb, rss)
+    return best_run, best_plain, peak_mb, starts
+
+
+#: the large log of ``olsctl bench --big``: jobs, and copies of SDSC-BLUE side by side
+BIG_JOBS, BIG_COPIES = 300_000, 81
+
+
+def make_big_log(folder: Path, n_jobs: int = BIG_JOBS, copies: int = BIG_COPIES,
+                 source: str = "SDSC-BLUE") -> Path:
+    """Write ``big.swf`` into ``folder``: a log of ``n_jobs`` jobs on a machine ``copies``
+    times as wide as ``source``'s (SDSC-BLUE: 81 x 1,152 = 93,312 processors), made of
+    ``copies`` replicas of ``source``'s first jobs side by side: each replica submits
+    the same jobs at the same times, as if ``copies`` such machines shared one queue.
+    Job ``k`` of replica ``c`` gets id ``k x copies + c + 1``. Deterministic: the same
+    file every time."""
+    from olsctl.output import table_chunks
+    from olsctl.workload import load_workload, resolve_trace
+
+    w = load_workload(resolve_trace(source))
+    per_copy = -(-n_jobs // copies)
+    base = w.head(per_copy)
+    k = np.repeat(np.arange(len(base)), copies)[:n_jobs]  # jobs in (submit, id) order
+    c = np.tile(np.arange(copies), len(base))[:n_jobs]
+    procs = base.procs[k]
+    unknown = np.full(k.size, -1)
+    fields = [k * copies + c + 1, base.submit_s[k], unknown, base.runtime_s[k], procs,
+              unknown, unknown, procs, base.requested_time_s[k], unknown, np.ones(k.size),
+              base.user_id[k], base.group_id[k], base.executable[k], unknown, unknown,
+              unknown, unknown]
+    header = (f"; Version: 2.2\n; Computer: {copies} x {source} (olsctl bench --big)\n"
+              f"; MaxJobs: {k.size}\n; MaxRecords: {k.size}\n"
+              f"; MaxProcs: {copies * w.machine_procs}\n")
+    for key in ("UnixStartTime", "TimeZone"):
+        if w.header.get(key) is not None:
+            header += f"; {key}: {w.header.get(key)}\n"
+    path = Path(folder) / "big.swf"
+    with open(path, "w", encoding="ascii", newline="\n") as fh:
+        fh.write(header)
+        fh.writelines(table_chunks(fields, " "))
+    return path
+
+
 @dataclass
 class BenchRow:
     trace: str
@@ -88,6 +221,17 @@ class BenchRow:
     knapsack_s: float | None = None
     #: the same knapsack run with the hardware power limit (power.limit: throttle)
     throttle_s: float | None = None
+    #: ``olsctl run`` as a process of its own (start, parse, simulate, write), best time
+    whole_s: float | None = None
+    #: the plain reference reading the file itself, best time (taken in turns with it)
+    plain_whole_s: float | None = None
+    #: the peak resident memory of that process (MB)
+    peak_mb: float | None = None
+
+    @property
+    def whole_ratio(self) -> float | None:
+        """A whole ``olsctl run`` over the plain reference reading the file itself."""
+        return None if self.whole_s is None else self.whole_s / self.plain_whole_s
 
     @property
     def main_ratio(self) -> float:
@@ -142,11 +286,14 @@ def _interleaved(repeat: int, reference, others) -> tuple[float, Any, list[float
 
 
 def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
-                   repeat: int = 3, mqbf: bool = False, knapsack: bool = False) -> BenchRow:
+                   repeat: int = 3, mqbf: bool = False, knapsack: bool = False,
+                   path: Path | None = None) -> BenchRow:
     """Time the three engines on ``w`` (best of ``repeat``) and compare their schedules;
     with ``mqbf`` also the main simulator under MQBF with 4 queues, with ``knapsack``
     under the window knapsack (w = 20, history predictor, synthetic power, cap 62.5% of
-    peak; power set-up not timed), without and with the power limit (throttle)."""
+    peak; power set-up not timed), without and with the power limit (throttle). With
+    ``path`` (``w``'s file) also a whole ``olsctl run`` of it against the plain
+    reference reading it (:func:`bench_whole`)."""
     est = w.estimate_s(estimates)
     cols = (w.submit_s.tolist(), w.runtime_s.tolist(), w.procs.tolist(), est.tolist())
     policy = make_policy({"name": "easy", "order": "fcfs"})
@@ -174,29 +321,28 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
     mqbf_s = other_s.pop(0) if mqbf else None
     knapsack_s = other_s.pop(0) if knapsack else None
     throttle_s = other_s.pop(0) if knapsack else None
+    del records, wi
+    whole: tuple = (None, None, None)
+    if path is not None:  # the plain reference read the file itself: same starts too
+        *whole, plain_starts = bench_whole(path, estimates, repeat)
+        same = same and plain_starts == ref
     return BenchRow(w.name, len(w), parse_s, ref_s, main_s, wi_s, same, mqbf_s, knapsack_s,
-                    throttle_s)
+                    throttle_s, *whole)
 
 
 def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
     from olsctl.power.accounting import MachinePower
     from olsctl.power.cap import CapSchedule
-    from olsctl.power.profiles import project_of, synthetic_profiles
-    from olsctl.power.runtime import power_state
+    from olsctl.power.profiles import synthetic_profiles
+    from olsctl.power.setup import power_setup
 
     m = MachinePower()
     policy = make_policy({"name": "knapsack", "window": 20, "predictor": "history"})
     sim = MainSimulator(w, policy, est)
-    sim.state.power = power_state(synthetic_profiles(w, m.idle_w, m.peak_w),
-                                  project_of(w).tolist(), m.idle_w, m.sleep_w, m.peak_w,
-                                  CapSchedule.constant(0.625 * w.machine_procs * m.peak_w))
-    if throttle:
-        from olsctl.perfmodel import PerfSettings, draw_params
-        from olsctl.power.limit import Limit, LimitSettings
-
-        perf = PerfSettings()
-        sim.state.power.kappa = draw_params(w.job_id, project_of(w), w.procs, perf)[0]
-        sim.state.limit = Limit(LimitSettings(static_w=perf.static * m.peak_w), logging=True)
+    sim.state.power, sim.state.limit = power_setup(
+        w, synthetic_profiles(w, m.idle_w, m.peak_w), m,
+        CapSchedule.constant(0.625 * w.machine_procs * m.peak_w), job_keys=False,
+        throttle=throttle)
     return sim
 
 

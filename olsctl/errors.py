@@ -28,3 +28,17 @@ class SimulationError(OlsctlError):
     """A scheduling decision broke an invariant (raised by the strict checker)."""
 
     kind = "SimulationError"
+
+
+class Infeasible:
+    """Marks an error that says a valid setting can never run the workload: some job can
+    never start under it (too few processors, too little power). ``olsctl tune`` reports
+    such settings as infeasible, and keeps them so, instead of counting failures."""
+
+
+class InfeasibleConfig(ConfigError, Infeasible):
+    """A setting refused before the run: some job could never start under it."""
+
+
+class InfeasibleRun(SimulationError, Infeasible):
+    """A run that ended with jobs that could never start."""

@@ -49,9 +49,7 @@ def job_bsld(wait_s: float, runtime_s: float) -> float:
 
 
 def job_columns(records: RunRecords) -> JobColumns:
-    jobs = sorted(records.jobs)
-    arr = np.asarray(jobs, dtype=float).reshape(len(jobs), 7)
-    job_id, submit, start, end, runtime, procs, est = arr.T
+    job_id, submit, start, end, runtime, procs, est = records.job_table().T
     wait = start - submit
     ids = job_id.astype(np.int64)
     if records.stretch_s:  # throttled jobs: the time beyond their full-clock run is delay

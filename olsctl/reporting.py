@@ -17,7 +17,51 @@ def _f(x: float | None, digits: int = 4) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+    if x is None:
+        return "-"
+    text = f"{100 * x:.1f}%"
+    return "0.0%" if text == "-0.0%" else text  # a tiny negative rounds to zero, unsigned
+
+
+def _plain(x: float | int) -> str:
+    """A number as a setting is written: ``4``, ``0.45``, ``1`` for 1.0."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.10g}" if isinstance(x, float) else str(x)
+
+
+#: words for settings left at None, by name (others read "none")
+_NONE_WORDS = {"shares": "even"}
+
+
+def setting_text(key: str, value: object) -> str:
+    """A policy setting in words: ``4``, ``100, 1000, 10000 s``, ``even``, ``yes``,
+    ``history (window 10, alpha 1)``; seconds (``_s``) and watts (``_w``) get a unit."""
+    unit = " s" if key.endswith("_s") else " W" if key.endswith("_w") else ""
+    if value is None:
+        return _NONE_WORDS.get(key, "none")
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        rest = ", ".join(f"{k} {setting_text(str(k), v)}" for k, v in value.items()
+                         if k != "name")
+        name = str(value.get("name", ""))
+        return f"{name} ({rest})" if rest and name else name or rest
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                 else setting_text("", v) for v in value]
+        return (", ".join(items) + unit) if items else "none"
+    if isinstance(value, (int, float)):
+        return _plain(value) + unit
+    return str(value)
+
+
+def policy_rows(policy: dict) -> list[tuple[str, str]]:
+    """Table rows of a run's policy: its name, then each setting (indented) in words."""
+    rows = [("policy", str(policy.get("name", "?")))]
+    rows += [(f"  {key}", setting_text(key, value)) for key, value in policy.items()
+             if key != "name"]
+    return rows
 
 
 def _days(seconds: float) -> str:
@@ -60,8 +104,8 @@ def run_summary_table(summary: dict) -> Table:
     table = Table(title=f"olsctl run: {summary['trace']}", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", justify="right")
-    policy = ", ".join(f"{k}={v}" for k, v in cfg["policy"].items() if k != "name")
-    table.add_row("policy", f"{cfg['policy']['name']} ({policy})" if policy else cfg["policy"]["name"])
+    for label, value in policy_rows(cfg["policy"]):
+        table.add_row(label, value)
     table.add_row("estimates", cfg["estimates"])
     table.add_row("processors (active at start)",
                   f"{m['processors']} ({summary['active_procs_at_start']})")
@@ -79,21 +123,53 @@ def run_summary_table(summary: dict) -> Table:
     table.add_row("utilization of active processors", _f(m["utilization_active"]))
     table.add_row("processor savings", _pct(m["processor_savings"]))
     table.add_row("makespan", _days(m["makespan_s"]))
-    for label, value in power_rows(summary.get("power")):
+    controller = cfg.get("controller") or {}
+    by_controller = "power_cap" in (controller.get("candidates") or {})
+    for label, value in power_rows(summary.get("power"), by_controller):
+        table.add_row(label, value)
+    for label, value in budget_rows(summary.get("budget")):
         table.add_row(label, value)
     return table
 
 
-def power_rows(power: dict | None) -> list[tuple[str, str]]:
-    """Console rows of a run's power figures (none without a power section)."""
+def capped(power: dict) -> bool:
+    """Whether a power run had a cap (its own, or one the controller set)."""
+    return power.get("cap") is not None or "mean_cap_w" in power
+
+
+def cap_text(power: dict, by_controller: bool = False) -> str:
+    """The cap of a power run in words: ``62.5% of peak``, ``80.0 kW``, ``a schedule of 3
+    changes``, ``set by the controller`` or ``none``."""
+    cap = power.get("cap")
+    if by_controller:
+        text = "set by the controller"
+    elif cap is None:
+        text = "none"
+    elif isinstance(cap, dict) and "fraction" in cap:
+        text = f"{_pct(cap['fraction'])} of peak"
+    elif isinstance(cap, dict) and "schedule" in cap:
+        n = len(cap["schedule"])
+        text = f"a schedule of {n} change{'' if n == 1 else 's'}"
+    elif isinstance(cap, (int, float)):
+        text = f"{cap / 1e3:,.1f} kW"
+    else:
+        text = str(cap)
+    return text
+
+
+def power_rows(power: dict | None, by_controller: bool = False) -> list[tuple[str, str]]:
+    """Console rows of a run's power figures (none without a power section):
+    energy, power, the cap, the capping success rate and the forced starts."""
     if not power:
         return []
     rows = [("energy", f"{power['energy_j'] / 3.6e9:,.2f} MWh"),
             ("mean / peak power", f"{power['mean_power_w'] / 1e3:,.1f} / "
-                                  f"{power['peak_power_w'] / 1e3:,.1f} kW")]
+                                  f"{power['peak_power_w'] / 1e3:,.1f} kW"),
+            ("power cap", cap_text(power, by_controller))]
     if "mean_cap_w" in power:
-        rows.append(("capping success rate", _pct(power["csr"])))
-        rows.append(("forced starts", f"{power['forced_starts']:,}"))
+        rows.append(("mean cap in force", f"{power['mean_cap_w'] / 1e3:,.1f} kW"))
+    rows += [("capping success rate", _pct(power["csr"]) if capped(power) else "- (no cap)"),
+             ("forced starts", f"{power.get('forced_starts', 0):,}")]
     if power.get("limit") == "throttle":
         rows += [("power limit", f"throttle ({power['share']}): "
                                  f"{'held' if power['limit_held'] else 'NOT held'}"),
@@ -101,6 +177,26 @@ def power_rows(power: dict | None) -> list[tuple[str, str]]:
                  ("time throttled", _pct(power["throttled_time_share"])),
                  ("jobs throttled", f"{power['jobs_throttled']:,}"),
                  ("work lost to throttling", f"{power['work_lost_proc_h']:,.1f} processor-h")]
+    return rows
+
+
+def budget_rows(budget: dict | None) -> list[tuple[str, str]]:
+    """Console rows of the power budget RMAP and PARM keep (summary.json ``budget``)."""
+    if not budget:
+        return []
+    rows = [("power bound (jobs' budget)", f"{budget['bound_w'] / 1e3:,.1f} kW "
+                                           f"({budget['jobs_budget_w'] / 1e3:,.1f} kW)"),
+            ("peak power held by jobs", f"{budget['peak_job_power_w'] / 1e3:,.1f} kW"),
+            ("budget success rate", _pct(budget["csr"])),
+            ("forced starts", f"{budget['forced_starts']:,}"),
+            ("jobs resized", f"{budget['jobs_resized']:,} of {budget['moldable_jobs']:,} "
+                             f"moldable"),
+            ("mean nodes / request", _f(budget["mean_nodes_over_request"], 3)),
+            ("mean node cap", f"{budget['mean_node_cap_w']:,.1f} W")]
+    if "exact_windows" in budget:
+        rows.append(("knapsack windows", f"{budget['exact_windows']:,} exact, "
+                                         f"{budget['greedy_windows']:,} greedy (largest "
+                                         f"{budget['largest_greedy_window']:,})"))
     return rows
 
 

@@ -20,13 +20,9 @@ from olsctl.controller import Controller, ControllerSettings
 from olsctl.errors import ConfigError, SimulationError, TraceError
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
 from olsctl.output import power_csv, write_run
-from olsctl.power import accounting
-from olsctl.power.cap import parse_cap
-from olsctl.power.profiles import (ProfileSettings, load_power_csv, project_of,
-                                   synthetic_profiles)
-from olsctl.power.runtime import power_state
-
 from olsctl.policies import make_policy
+from olsctl.power import accounting
+from olsctl.power.setup import power_inputs, power_setup
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.whatif import JobTable
 from olsctl.workload import load_workload, resolve_trace
@@ -167,7 +163,12 @@ class WorkerPool:
 
 def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None;
-    ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None."""
+    ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None.
+
+    The run files an earlier run left in ``out`` that this run does not write (its
+    ``power.csv``, ``decisions.jsonl``, ``live.jsonl``) are removed once the outputs are
+    written, so the directory holds one run; other files there are left alone."""
+    _check_out(config)
     try:
         path = resolve_trace(config.trace, config.base_dir)
     except TraceError as exc:
@@ -180,24 +181,27 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     active = config.active_procs
     estimates = workload.estimate_s(config.estimates)
     check_run(config, workload, estimates)  # every check across sections, before anything runs
-    power = _power_setup(config, workload)  # read and checked before anything runs
+    power = power_inputs(config, workload)  # read and checked before anything runs
     policy = make_policy(config.policy)
     checker = StrictChecker() if config.strict else NULL_CHECKER
     sim = MainSimulator(workload, policy, estimates, active, checker,
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
     problem = policy.prepare(sim.state, workload)  # a job model of the policy's own
-    if problem is not None:
-        raise ConfigError(f"{config.source}: policy.{problem}")
+    if problem is not None:  # some job could never run under the policy's settings
+        from olsctl.errors import InfeasibleConfig
+
+        raise InfeasibleConfig(f"{config.source}: policy.{problem}")
     if power is not None:
         profiles, machine, cap = power
         predictor = config.policy.get("predictor")
         name = predictor.get("name") if isinstance(predictor, dict) else predictor
-        sim.state.power = power_state(profiles, project_of(workload).tolist(), machine.idle_w,
-                                      machine.sleep_w, machine.peak_w, cap,
-                                      workload.job_keys(), learning=name == "learner",
-                                      sample_s=machine.sample_s)
-        if config.power["limit"] == "throttle":
-            sim.state.limit = _limit(config.power, workload, sim.state.power, machine)
+        spec = config.power
+        sim.state.power, limit = power_setup(
+            workload, profiles, machine, cap, learning=name == "learner",
+            throttle=spec["limit"] == "throttle", perf_seed=spec["seed"], share=spec["share"],
+            min_clock=spec["min_clock"])
+        if limit is not None:
+            sim.state.limit = limit
     controller = None
     if config.controller is not None:
         controller = _controller(config, workload, estimates,
@@ -224,8 +228,10 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             raise down.error from down.__cause__
 
     if records.unstarted:
+        from olsctl.errors import InfeasibleRun
+
         first = records.unstarted[0]
-        raise SimulationError(
+        raise InfeasibleRun(
             f"{len(records.unstarted)} job(s) could never start under policy "
             f"{config.policy['name']} (first: job {first}): nothing was left running to "
             f"free processors or power; raise the cap or the active processors")
@@ -287,9 +293,45 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         logged = ({j: i for i, j in enumerate(workload.job_id.tolist())},
                   workload.procs, workload.runtime_s)
     out_dir = Path(config.out)
-    files = write_run(out_dir, job_columns(records), records.samples, summary,
-                      extra_files, job_power, logged)
+    try:
+        files = write_run(out_dir, job_columns(records), records.samples, summary,
+                          extra_files, job_power, logged)
+    except OSError as exc:
+        raise ConfigError(f"{config.source}: out: cannot write into {config.out}: "
+                          f"{exc.strerror or exc}") from None
+    feed = live is not None and live.writes_feed
+    _remove_stale(out_dir, {p.name for p in files} | ({FEED_FILE} if feed else set()))
     return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
+
+
+#: the feed ``olsctl run --live/--feed`` writes (:data:`olsctl.live.FEED_NAME`)
+FEED_FILE = "live.jsonl"
+#: every file a run may write into its directory; a run removes those of them that an
+#: earlier run left there and it did not write itself (never any other file)
+RUN_FILES = ("jobs.csv", "timeseries.csv", "summary.json", "power.csv", "decisions.jsonl",
+             FEED_FILE)
+
+
+def _check_out(config: RunConfig) -> None:
+    """``out`` must be a directory, or a path where one can be made: a file there, or
+    in the way of it, is a one-line error before anything runs."""
+    out = Path(config.out)
+    for path in (out, *out.parents):
+        if not path.exists():
+            continue
+        if not path.is_dir():
+            what = ("exists and is not a directory" if path == out
+                    else f"cannot be made: {path} is a file")
+            raise ConfigError(f"{config.source}: out: {config.out} {what}")
+        return
+
+
+def _remove_stale(out_dir: Path, written: set[str]) -> None:
+    """Remove the run files (:data:`RUN_FILES`) in ``out_dir`` not in ``written``."""
+    for name in RUN_FILES:
+        path = out_dir / name
+        if name not in written and (path.is_file() or path.is_symlink()):
+            path.unlink()
 
 
 def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
@@ -332,38 +374,3 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
 
-
-def _limit(spec: dict, workload, power, machine):
-    """The hardware power limit of a run (``power.limit: throttle``): every job's
-    compute-boundness drawn as :mod:`olsctl.perfmodel` draws it (per project, seeded)."""
-    from olsctl.perfmodel import PerfSettings, draw_params
-    from olsctl.power.limit import Limit, LimitSettings
-
-    perf = PerfSettings(seed=spec["seed"])
-    kappa, _, _ = draw_params(workload.job_id, project_of(workload), workload.procs, perf)
-    power.kappa = kappa
-    return Limit(LimitSettings(share=spec["share"], min_clock=spec["min_clock"],
-                               static_w=perf.static * machine.peak_w,
-                               exponent=perf.exponent), logging=True)
-
-
-def _power_setup(config: RunConfig, workload):
-    """Profiles, machine power states and cap of a run, or None without ``power``."""
-    spec = config.power
-    if spec is None:
-        return None
-    machine = accounting.MachinePower(
-        idle_w=spec["idle_w"], peak_w=spec["peak_w"], sleep_w=spec["sleep_w"],
-        wake_latency_s=spec["wake_latency_s"], wake_energy_j=spec["wake_energy_j"],
-        sample_s=spec["sample_s"])
-    settings = ProfileSettings(seed=spec["seed"], procs_per_node=spec["procs_per_node"])
-    if spec["profiles"] == "synthetic":
-        profiles = synthetic_profiles(workload, machine.idle_w, machine.peak_w, settings)
-    else:
-        path = Path(spec["profiles"])
-        if not path.is_absolute() and config.base_dir is not None:
-            path = config.base_dir / path
-        profiles = load_power_csv(path, workload, machine.idle_w, machine.peak_w, settings)
-    cap = parse_cap(spec["cap"], workload.machine_procs * machine.peak_w,
-                    f"{config.source}: power.cap", float(workload.submit_s[0]))
-    return profiles, machine, cap

@@ -3,7 +3,9 @@
 SimPy owns the clock and the event heap. Events at one instant run in this order, by
 SimPy priority: all completions, then all arrivals, then controller ticks and setting
 changes, then ONE scheduling pass if anything happened that may change what it does
-(README, Semantics). The changes still to come are data of the state (a wake under way,
+(README, Semantics). Jobs share events: one completion event per distinct end time holds
+every job ending then (in the order they were scheduled), one arrival event per distinct
+submit time. The changes still to come are data of the state (a wake under way,
 the cap schedule), so the what-if engine (:mod:`olsctl.whatif`) sees the same events;
 the pass, the bookkeeping and the policy are the same code.
 """
@@ -11,6 +13,7 @@ the pass, the bookkeeping and the policy are the same code.
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_right
 from typing import Callable
 
@@ -87,13 +90,15 @@ class MainSimulator:
         self._n_jobs = len(workload)
         times = workload.submit_s
         cut = np.flatnonzero(np.diff(times)) + 1
-        self._group_start = np.concatenate(([0], cut)).tolist()
-        self._group_end = np.concatenate((cut, [times.size])).tolist()
-        self._group_time = times[self._group_start].tolist()
+        #: where the jobs of each distinct submit time begin, then the number of jobs
+        self._group_bound = array("q", np.concatenate(([0], cut, [times.size]))
+                                  .astype(np.int64).tobytes())
         self._next_group = 0
         #: seconds a sleeping processor takes to wake (request_active_procs waits for it)
         self.wake_latency_s = 0.0
         self._change_at: set[float] = set()  # phase boundaries with an event (limit)
+        #: end time -> the jobs whose completion is due then (one event per end time)
+        self._ends: dict[float, list[int]] = {}
         self._record_at: dict[int, int] = {}  # running job -> its record (limit)
         self._schedule(0.0, ARRIVAL, self._on_arrivals)
 
@@ -175,7 +180,8 @@ class MainSimulator:
     @property
     def finished(self) -> bool:
         st = self.state
-        return self._next_group >= len(self._group_start) and not st.queue and not st.running
+        return (self._next_group >= len(self._group_bound) - 1 and not st.queue
+                and not st.running)
 
     @property
     def stalled(self) -> bool:
@@ -183,7 +189,7 @@ class MainSimulator:
         no change pending and no pass due (jobs still waiting wait for good unless a
         setting changes)."""
         st = self.state
-        return (self._next_group >= len(self._group_start) and not st.running
+        return (self._next_group >= len(self._group_bound) - 1 and not st.running
                 and not st.pass_due and st.next_change_s() == math.inf)
 
     # -- event callbacks ---------------------------------------------------------------------
@@ -207,8 +213,8 @@ class MainSimulator:
         st = self.state
         now = st.now_s = self.env.now
         ends = st.limit.end
-        for j in st.settle():
-            self._schedule(delay_to(now, ends[j]), COMPLETION, self._on_completion, j)
+        for j in st.settle():  # (their events due earlier lapse: see _on_completions)
+            self._complete_at(now, ends[j], j)
         t = st.limit.next_change_s()
         if t != math.inf and t not in self._change_at:
             self._change_at.add(t)
@@ -217,26 +223,42 @@ class MainSimulator:
     def _on_arrivals(self, _event) -> None:
         g = self._next_group
         st = self.state
-        st.queue.extend(range(self._group_start[g], self._group_end[g]))
+        bound = self._group_bound
+        st.queue.extend(range(bound[g], bound[g + 1]))
         st.pass_due = True
         self._next_group = g + 1
-        if g + 1 < len(self._group_time):
-            self._schedule(delay_to(self.env.now, self._group_time[g + 1]), ARRIVAL,
+        if g + 2 < len(bound):
+            self._schedule(delay_to(self.env.now, st.submit_s[bound[g + 1]]), ARRIVAL,
                            self._on_arrivals)
         self._request_pass()
 
-    def _on_completion(self, event) -> None:
-        j = event._value
+    def _complete_at(self, now: float, end: float, j: int) -> None:
+        """Job ``j`` is due to end at ``end``: with the other jobs ending then, or in a
+        new completion event."""
+        jobs = self._ends.get(end)
+        if jobs is None:
+            self._ends[end] = [j]
+            self._schedule(delay_to(now, end), COMPLETION, self._on_completions, end)
+        else:
+            jobs.append(j)
+
+    def _on_completions(self, event) -> None:
+        now = self.env.now
         st = self.state
+        jobs = self._ends.pop(event._value)
         if st.limit is None:
-            st.finish(j)
-        elif st.limit.end.get(j) == self.env.now:  # else its end has moved since
-            st.now_s = self.env.now
-            st.finish(j)
-            pos = self._record_at.pop(j)
-            rec = self.jobs[pos]
-            self.jobs[pos] = rec._replace(end_s=self.env.now,
-                                          runtime_s=self.env.now - rec.start_s)
+            finish = st.finish
+            for j in jobs:
+                finish(j)
+        else:
+            for j in jobs:
+                if st.limit.end.get(j) != now:  # its end has moved since (or it ended)
+                    continue
+                st.now_s = now
+                st.finish(j)
+                pos = self._record_at.pop(j)
+                rec = self.jobs[pos]
+                self.jobs[pos] = rec._replace(end_s=now, runtime_s=now - rec.start_s)
         self._request_pass()
 
     def _on_change(self, event) -> None:
@@ -263,10 +285,17 @@ class MainSimulator:
             if st.limit is not None:  # records of what the jobs got, at their ends
                 for k, j in enumerate(started):
                     self._record_at[j] = len(jobs) + k
+            ends, env, call = self._ends, self.env, self._on_completions
             for j in started:
                 run = runtime[j]
-                self._schedule(run, COMPLETION, self._on_completion, j)
-                jobs.append(JobRecord(st.job_id[j], st.submit_s[j], now, now + run, run,
+                end = now + run
+                due = ends.get(end)
+                if due is None:  # (as _complete_at: the delay is the runtime itself)
+                    ends[end] = [j]
+                    env.schedule(_Call(env, call, end), COMPLETION, run)
+                else:
+                    due.append(j)
+                jobs.append(JobRecord(st.job_id[j], st.submit_s[j], now, end, run,
                                       st.procs[j], st.estimate_s[j]))
             if len(jobs) % 2048 < len(started):
                 self.progress.update(len(jobs), self._n_jobs, now)

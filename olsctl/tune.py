@@ -151,7 +151,8 @@ class TuneResult:
     ranked: list[Ranked]
     #: runs that failed for another reason than the setting itself
     failed: dict[str, str]
-    #: settings under which some job can never start (too few processors or power)
+    #: settings under which some job can never start (too few processors or power), and
+    #: why, by run id: stored in the tune directory (``infeasible.csv``), not run again
     infeasible: dict[str, str]
     winner: Ranked | None
     written: Path | None
@@ -160,9 +161,7 @@ class TuneResult:
 
 def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneResult:
     """Run every missing grid point, rank them, write the winner's config."""
-    result = run_study(tune.study, progress)
-    infeasible = {k: v for k, v in result.failed.items() if v.startswith("SimulationError")}
-    failed = {k: v for k, v in result.failed.items() if k not in infeasible}
+    result = run_study(tune.study, progress, keep_infeasible=True)
     ranked = rank(tune, result.done)
     winner = ranked[0] if ranked and ranked[0].meets else None
     written = None
@@ -170,11 +169,12 @@ def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneR
         tune.write.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(tune.write, tuned_config(tune, winner))
         written = tune.write
-    return TuneResult(ranked, failed, infeasible, winner, written, result.wall_s)
+    return TuneResult(ranked, result.failed, result.infeasible, winner, written, result.wall_s)
 
 
 def tune_tables(tune: Tune, result: TuneResult, runners_up: int = 5):
-    """Rich tables: the winner and runners-up, and the trade-off curve."""
+    """Rich tables: the winner and runners-up, the trade-off curve, and the infeasible
+    settings with why."""
     from rich.table import Table
 
     def settings(r: Ranked) -> str:
@@ -192,4 +192,13 @@ def tune_tables(tune: Tune, result: TuneResult, runners_up: int = 5):
         curve.add_column(col, justify="left" if col == "settings" else "right")
     for r in tradeoff(result.ranked):
         curve.add_row(f"{r.cost:,.2f}", f"{r.metric:.4f}", settings(r))
-    return best, curve
+    if not result.infeasible:
+        return best, curve
+    never = Table(title="infeasible: some job can never start under these settings")
+    never.add_column("settings")
+    never.add_column("why", overflow="fold")
+    for p in tune.study.points:
+        if p.run_id in result.infeasible:
+            never.add_row(", ".join(f"{c}={v}" for c, v in zip(tune.study.columns, p.labels)),
+                          result.infeasible[p.run_id])
+    return best, curve, never

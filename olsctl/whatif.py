@@ -6,6 +6,11 @@ cap schedule's changes; then one pass, at each instant where something happened)
 what-if started from a snapshot with no new arrivals and no setting changes reproduces
 the main simulator's future starts exactly (the contract suite, tests/test_contract.py,
 holds every registered policy to it). It stops once every job it knows of has started.
+
+EASY what-ifs with nothing but processors (no power, limit, budget, arrivals or strict
+checker) run as one compiled loop (:func:`olsctl.policies.kernels.easy_forward`) over the
+snapshot's jobs held as arrays; every other what-if runs the loop below, calling the
+policy's pass (for EASY, the same compiled pass) at each instant.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import numpy as np
 
 from olsctl.checker import NULL_CHECKER, Checker
 from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies import kernels
+from olsctl.policies.easy import EasyBackfill
 from olsctl.state import SimState, Snapshot
 
 INF = float("inf")
@@ -120,6 +127,9 @@ def steps(
     instant has a pass when something happened that may change what it does
     (``state.pass_due``): at the snapshot's instant, when the main simulator's pass was
     still due then, or a setting was changed on the state before this call."""
+    if (arrivals is None or not len(arrivals)) and _compiled(policy, state):
+        return (yield from _easy_steps(state, policy.order_code, until_s, stop_above,
+                                       raise_at))
     n_snap = len(state.job_id)
     arr_time: list[float] = []
     if arrivals is not None and len(arrivals):
@@ -205,79 +215,133 @@ class MissBound:
     Kept up to date in O(1) per start, for ``mean_bsld``, ``mean_wait_s`` and
     ``max_wait_s`` (a percentile has no such bound: :meth:`make` returns None). Sums are
     taken relative to the snapshot time to keep rounding small, and :meth:`missed` asks
-    for a margin far above it, so a what-if is only cut short when it surely fails.
+    for a margin far above it, so a what-if is only cut short when it surely fails. The
+    arithmetic is the kernels' (:func:`olsctl.policies.kernels.bound_open` and after),
+    which EASY's compiled what-if loop keeps itself.
     """
 
-    __slots__ = ("metric", "limit", "n", "t0", "known", "waiting", "a", "b", "submit",
-                 "runtime", "first", "n_snap", "started")
+    __slots__ = ("metric", "limit", "code", "acc", "cnt", "seen", "submit", "runtime")
 
     @classmethod
     def make(cls, state: SimState, n_snap: int, metric: str, limit: float) -> "MissBound | None":
-        if metric not in ("mean_bsld", "mean_wait_s", "max_wait_s") or n_snap == 0:
+        if metric not in kernels.BOUND_METRICS or n_snap == 0:
             return None
         return cls(state, n_snap, metric, limit)
 
     def __init__(self, state: SimState, n_snap: int, metric: str, limit: float) -> None:
-        self.metric, self.limit, self.n, self.n_snap = metric, limit, n_snap, n_snap
-        self.t0 = t0 = state.now_s
-        self.submit, self.runtime = state.submit_s, state.runtime_s
-        self.known = 0.0
-        self.started = [False] * n_snap
-        for _, j in state.running:
-            self.started[j] = True
-            self._add_known(j, state.start_s[j])
-        self.waiting = 0
-        self.a = self.b = 0.0  # sums over waiting jobs of 1/m and (submit - t0)/m (bsld)
-        for j in range(n_snap):
-            if not self.started[j]:
-                self.waiting += 1
-                m = self._m(j)
-                self.a += 1.0 / m
-                self.b += (self.submit[j] - t0) / m
-        self.first = 0  # the earliest-submitted snapshot job possibly still waiting
-
-    def _m(self, j: int) -> float:
-        if self.metric == "mean_bsld":
-            r = self.runtime[j]  # olsctl.metrics.job_bsld's divisor, inlined (hot loop)
-            return r if r > BSLD_BOUND_S else BSLD_BOUND_S
-        return 1.0
-
-    def _add_known(self, j: int, start: float) -> None:
-        wait = start - self.submit[j]
-        if self.metric == "mean_bsld":
-            self.known += 1.0 + wait / self._m(j)
-        elif self.metric == "mean_wait_s":
-            self.known += wait
-        elif wait > self.known:
-            self.known = wait
+        self.metric, self.limit = metric, limit
+        self.code = kernels.BOUND_METRICS[metric]
+        self.submit = np.array(state.submit_s[:n_snap], dtype=float)
+        self.runtime = np.array(state.runtime_s[:n_snap], dtype=float)
+        self.acc = np.zeros(4)
+        self.cnt = np.zeros(2, dtype=np.int64)
+        self.seen = np.zeros(n_snap, dtype=np.bool_)
+        jobs = [j for _, j in state.running]
+        start_s = state.start_s
+        kernels.bound_open(self.code, self.acc, self.cnt, self.seen, state.now_s,
+                           np.array(jobs, dtype=np.int64),
+                           np.array([start_s[j] for j in jobs], dtype=float),
+                           self.submit, self.runtime, BSLD_BOUND_S)
 
     def start(self, j: int, now: float) -> None:
-        self.started[j] = True
-        self._add_known(j, now)
-        self.waiting -= 1
-        m = self._m(j)
-        self.a -= 1.0 / m
-        self.b -= (self.submit[j] - self.t0) / m
+        kernels.bound_start(self.code, self.acc, self.cnt, self.seen, j, now, self.submit,
+                            self.runtime, BSLD_BOUND_S)
 
     def value(self, now: float) -> float:
-        if self.metric == "max_wait_s":
-            started, first = self.started, self.first
-            while first < self.n_snap and started[first]:
-                first += 1
-            self.first = first
-            if first == self.n_snap:
-                return self.known
-            wait = now - self.submit[first]
-            return wait if wait > self.known else self.known
-        dt = now - self.t0
-        extra = dt * self.a - self.b  # waits so far, over m
-        if self.metric == "mean_bsld":
-            extra += self.waiting
-        return (self.known + extra) / self.n
+        return float(kernels.bound_value(self.code, self.acc, self.cnt, self.seen, now,
+                                         self.submit))
 
     def missed(self, now: float) -> bool:
-        limit = self.limit
-        return self.value(now) > limit + 1e-6 * (limit if limit > 1.0 else 1.0)
+        return bool(kernels.missed(self.value(now), self.limit))
+
+
+def _compiled(policy, state: SimState) -> bool:
+    """Whether EASY's compiled loop can run this what-if: the built-in EASY itself, and
+    a state with nothing but processors."""
+    return (type(policy) is EasyBackfill and state.power is None and state.limit is None
+            and state.budget is None and state.checker is NULL_CHECKER and not state.alloc)
+
+
+def _easy_steps(state: SimState, order: int, until_s: float,
+                stop_above: "tuple[str, float] | None", raise_at: "tuple[float, int] | None"):
+    """:func:`steps` for EASY, compiled: the same generator protocol (yield the bound
+    when cut short, ``send`` a higher limit or None), with ``state`` brought up to date
+    each time the loop stops."""
+    if raise_at is not None:
+        state.wake = (float(raise_at[0]), int(raise_at[1]))
+    run = _EasyRun(state, order, until_s, stop_above)
+    while run.forward():
+        limit = yield run.bound
+        run.go_on(limit)
+    return None
+
+
+class _EasyRun:
+    """An EASY what-if as the flat arrays :func:`olsctl.policies.kernels.easy_forward`
+    runs (jobs indexed as in the state), and what it did written back to the state."""
+
+    def __init__(self, state: SimState, order: int, until_s: float,
+                 stop_above: "tuple[str, float] | None") -> None:
+        k = kernels
+        self.state, self.order = state, order
+        n = self.n = len(state.job_id)
+        nq, running, wake = len(state.queue), state.running, state.wake
+        n_run = len(running)
+        metric = 0 if stop_above is None or n == 0 else k.BOUND_METRICS.get(stop_above[0], 0)
+        ints = self.ints = np.empty(k.BLOCKS * n + k.N_COUNTS, dtype=np.int64)
+        ints[:n] = state.procs
+        ints[k.QUEUE * n:k.QUEUE * n + nq] = state.queue
+        if n_run:
+            ints[k.RUN_JOB * n:k.RUN_JOB * n + n_run] = [j for _, j in running]
+        ints[k.BLOCKS * n:] = (state.active_procs, state.busy_procs, nq, n_run, 0,
+                               0 if wake is None else wake[1], state.pass_due, metric, 0, 0,
+                               0, 0)
+        floats = self.floats = np.empty(k.BLOCKS * n + k.N_FLOATS)
+        floats[k.EST * n:k.EST * n + n] = state.estimate_s
+        floats[k.RUNTIME * n:k.RUNTIME * n + n] = state.runtime_s
+        floats[k.SUBMIT * n:k.SUBMIT * n + n] = state.submit_s
+        floats[k.START * n:k.START * n + n] = state.start_s
+        floats[k.BLOCKS * n:k.BLOCKS * n + k.N_CLOCK] = (
+            state.now_s, k.INF if wake is None else wake[0], until_s,
+            stop_above[1] if metric else 0.0, 0.0)
+        self.seen = np.zeros(n if metric else 0, dtype=np.bool_)
+        k.forward_open(n, ints, floats, self.seen, BSLD_BOUND_S)
+        self.bound = k.INF
+
+    def forward(self) -> bool:
+        """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
+        cut = kernels.easy_forward(self.order, self.n, self.ints, self.floats, self.seen,
+                                   BSLD_BOUND_S)
+        self._write_back()
+        return bool(cut)
+
+    def go_on(self, limit: float | None) -> None:
+        """Go on under a higher ``limit`` (None: no more cuts)."""
+        k, at = kernels, kernels.BLOCKS * self.n
+        if limit is None:
+            self.ints[at + k.METRIC] = 0
+        else:
+            self.floats[at + k.LIMIT] = limit
+
+    def _write_back(self) -> None:
+        k, st, n = kernels, self.state, self.n
+        at = k.BLOCKS * n
+        count = self.ints[at:at + k.FINISHES + 1].tolist()
+        clock = self.floats[at:at + k.N_CLOCK].tolist()
+        st.now_s = clock[k.NOW]
+        st.active_procs = count[k.ACTIVE]
+        st.busy_procs = count[k.BUSY]
+        st.wake = None if clock[k.WAKE_T] == k.INF else (clock[k.WAKE_T], count[k.WAKE_N])
+        st.pass_due = bool(count[k.DUE])
+        st.finishes += count[k.FINISHES]
+        self.ints[at + k.FINISHES] = 0
+        self.bound = clock[k.VALUE]
+        st.start_s[:] = self.floats[k.START * n:k.START * n + n].tolist()
+        st.queue = self.ints[k.QUEUE * n:k.QUEUE * n + count[k.NQ]].tolist()
+        n_run = count[k.NRUN]
+        st.running = list(zip(self.floats[k.RUN_END * n:k.RUN_END * n + n_run].tolist(),
+                              self.ints[k.RUN_JOB * n:k.RUN_JOB * n + n_run].tolist()))
+        st.started = []
 
 
 def empty_snapshot(now_s: float, total_procs: int, active_procs: int | None = None) -> Snapshot:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.errors import TraceError
+from olsctl.slurm import SacctReader, is_sacct
 from olsctl.swf import SwfHeader, SwfReader
 
 ESTIMATE_MODES = ("exact", "user")
@@ -145,24 +146,54 @@ class Workload:
                     self.requested_time_s.tolist())]
 
 
+def _bulk_columns(reader, report: LoadReport) -> list[np.ndarray] | None:
+    """The loading rules over a whole clean SWF file at once (:meth:`SwfReader.table`):
+    the kept records' columns (job id, submit time, runtime, processors, fields 9, 12, 13
+    and 14), counted in ``report`` as the line-by-line rules count them. None when the
+    file needs those rules line by line (a malformed line, a submit time that is
+    negative or goes back, a job id that repeats: they name the line, or skip it)."""
+    table = reader.table() if isinstance(reader, SwfReader) else None
+    if table is None:
+        return None
+    job_id, submit, runtime = table[:, 0], table[:, 1], table[:, 3]
+    if ((submit < 0).any() or (np.diff(submit) < 0).any()
+            or np.unique(job_id).size < job_id.size):
+        reader.header = SwfHeader()  # (the line reader fills it again)
+        return None
+    procs = np.where(table[:, 7] > 0, table[:, 7], table[:, 4])
+    no_runtime = runtime <= 0
+    no_procs = ~no_runtime & (procs <= 0)
+    report.records += len(table)
+    drops = [(int(np.argmax(bad)), reason, int(bad.sum())) for reason, bad in
+             (("runtime <= 0", no_runtime), ("processors <= 0", no_procs)) if bad.any()]
+    for _, reason, n in sorted(drops):  # in the order the line-by-line rules meet them
+        report.dropped[reason] = n
+    keep = np.flatnonzero(~(no_runtime | no_procs))
+    return [job_id[keep], submit[keep], runtime[keep], procs[keep],
+            *(table[keep, k] for k in (8, 11, 12, 13))]
+
+
 def load_workload(
     path: str | Path,
     machine_procs: int | None = None,
     skip_bad_lines: bool = False,
 ) -> Workload:
-    """Read an SWF file (plain or gzipped) and apply the loading rules.
+    """Read an SWF file (plain or gzipped) and apply the loading rules. A sacct dump
+    (:func:`olsctl.slurm.is_sacct`) is converted to SWF records in memory first; its jobs
+    that never ran or had not ended count as dropped records.
 
     Raises :class:`TraceError` with file, line and field for malformed input, negative or
     decreasing submit times, duplicate job ids, an unknown machine size, or no jobs.
     """
     path = Path(path)
-    reader = SwfReader(path, skip_bad_lines=skip_bad_lines)
+    reader = (SacctReader if is_sacct(path) else SwfReader)(path, skip_bad_lines=skip_bad_lines)
     report = LoadReport(source=path.name)
-    cols: list[list[float]] = [[] for _ in range(8)]
+    bulk = _bulk_columns(reader, report)  # a clean SWF file at array speed, else None
+    cols: list = [[] for _ in range(8)] if bulk is None else bulk
     seen_ids: dict[float, int] = {}
     last_submit = -1.0
     last_line = 0
-    for rec in reader:
+    for rec in reader if bulk is None else ():
         v = rec.values
         job_id, submit, runtime = v[0], v[1], v[3]
         problem = None
@@ -193,9 +224,15 @@ def load_workload(
             col.append(value)
     report.bad_lines = reader.bad_lines
     report.first_bad_line = reader.first_error
+    for why, n in getattr(reader, "dropped", {}).items():  # a sacct dump's jobs that never ran
+        report.records += n
+        report.dropped[why] = n
 
     if report.records == 0:
         what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
+        if report.bad_lines:  # (--skip-bad-lines skipped every one)
+            what = (f"no job records: all {report.bad_lines} skipped as malformed (first: "
+                    f"{report.first_bad_line})")
         raise TraceError(f"{path.name}: {what}")
     size = machine_procs or reader.header.first_int("MaxProcs") or reader.header.first_int("MaxNodes")
     if not size or size <= 0:
@@ -210,8 +247,9 @@ def load_workload(
         report.dropped["wider than the machine"] = int((~fits).sum())
     report.kept = int(fits.sum())
     if report.kept == 0:
+        why = ", ".join(f"{n} {reason}" for reason, n in report.dropped.items())
         raise TraceError(f"{path.name}: no job is left after the loading rules "
-                         f"({report.records} records, all dropped)")
+                         f"({report.records} records, all dropped: {why})")
     order = np.lexsort((job_id[fits], submit[fits]))
     pick = np.flatnonzero(fits)[order]
     return Workload(

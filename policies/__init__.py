@@ -98,7 +98,9 @@ REGISTRY: dict[str, PolicyEntry] = {
         params={
             "queues": Param(int, 4, None, "number of queues K (by runtime estimate)"),
             "boundaries_s": Param(list, [100, 1000, 10000], None,
-                                  "K - 1 increasing estimate boundaries, seconds"),
+                                  "K - 1 increasing estimate boundaries, seconds (default: "
+                                  "evenly spaced on a log scale from 100 to 10,000 s; "
+                                  "[100, 1000, 10000] for 4 queues)"),
             "order": Param(str, "fcfs", tuple(ORDERS), "queue order"),
             "shares": Param(list, None, None,
                             "K weights of the partitions' shares of the active processors "

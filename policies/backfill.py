@@ -13,11 +13,21 @@ The fit test and the reservations belong to a ``Resources`` object built for the
 :class:`CountResources` (EASY's shadow time and extra processors), the partition
 profiles of :mod:`olsctl.policies.mqbf`, or the nodes and power of
 :class:`olsctl.policies.overprovision.BudgetResources`.
+
+EASY itself (one queue over a processor count) is compiled: :func:`easy_pass` runs
+:func:`olsctl.policies.kernels.easy_pass` on a live state. :class:`CountResources` keeps
+EASY's fit test and shadow time for policies that add a test of their own to EASY's (the
+power-aware EASY); both come from the kernels, so EASY's rules exist once.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+
+import numpy as np
+
+from olsctl.policies import kernels
+from olsctl.policies.kernels import FCFS, admit
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -107,7 +117,8 @@ def backfill_pass(
 
 class CountResources:
     """EASY over one pool of active processors: fit = processors free now, and after the
-    head's reservation, ending by the shadow time or using only the extra processors."""
+    head's reservation, ending by the shadow time or using only the extra processors
+    (the rules: :func:`olsctl.policies.kernels.admit` and :func:`shadow`)."""
 
     __slots__ = ("state", "free", "shadow_s", "extra", "procs", "est", "now", "reservations")
 
@@ -123,12 +134,10 @@ class CountResources:
 
     def try_start(self, j: int) -> bool:
         p = self.procs[j]
-        if p > self.free:
+        extra = admit(p, self.now, self.est[j], self.free, self.shadow_s, self.extra)
+        if extra < 0:
             return False
-        if self.now + self.est[j] > self.shadow_s:
-            if p > self.extra:
-                return False
-            self.extra -= p
+        self.extra = extra
         self.state.start(j)
         self.free -= p
         return True
@@ -144,35 +153,78 @@ class CountResources:
 
 
 def shadow(state: "SimState", need: int) -> tuple[float, int]:
-    """Shadow time and extra processors for a job of width ``need`` that cannot start now.
+    """Shadow time and extra processors for a job of width ``need`` that cannot start now
+    (:func:`olsctl.policies.kernels.shadow_extra` over the state's running jobs).
 
     Running jobs release their processors at their expected ends, in order; the shadow
     time is the first end at which ``need`` active processors are free (every job ending
     exactly then counts as ended; never before now). With fewer active processors than
     ``need`` it is infinite, and so every job that fits now may start.
     """
-    procs = state.procs
-    avail = state.active_procs - state.busy_procs
+    run_end, _, run_p = running_arrays(state)
+    shadow_s, extra = kernels.shadow_extra(state.now_s, state.active_procs - state.busy_procs,
+                                           need, run_end, run_p, len(state.running))
+    return float(shadow_s), int(extra)
+
+
+#: ``state.cache`` key of the job columns as arrays (:func:`job_arrays`)
+ARRAYS_KEY = "job-arrays"
+
+
+def job_arrays(state: "SimState") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The state's processors, estimates and submit times as arrays, made once per state
+    (EASY never changes a job's processors or estimate; a what-if that appends arrivals
+    makes them again)."""
+    cols = state.cache.get(ARRAYS_KEY)
+    if cols is None or cols[0].size != len(state.procs):
+        cols = state.cache[ARRAYS_KEY] = (np.array(state.procs, dtype=np.int64),
+                                           np.array(state.estimate_s, dtype=float),
+                                           np.array(state.submit_s, dtype=float))
+    return cols
+
+
+def running_arrays(state: "SimState", room: int = 0, procs: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The running jobs as the kernels hold them: expected ends, jobs and their
+    processors (``procs``: the processors of every job as an array, else read from the
+    state), in the state's order, with ``room`` more slots for jobs that start."""
     running = state.running
     n = len(running)
-    k = 0
-    end = INF
-    while avail < need:
-        if k == n:
-            return INF, 0
-        end, j = running[k]
-        avail += procs[j]
-        k += 1
-    while k < n and running[k][0] == end:
-        avail += procs[running[k][1]]
-        k += 1
-    now = state.now_s
-    return (end if end > now else now), avail - need
+    run_end = np.empty(n + room)
+    run_job = np.empty(n + room, dtype=np.int64)
+    run_p = np.empty(n + room, dtype=np.int64)
+    if n:
+        ends, jobs = zip(*running)
+        run_end[:n] = ends
+        run_job[:n] = jobs
+        if procs is None:
+            width = state.procs
+            run_p[:n] = [width[j] for j in jobs]
+        else:
+            run_p[:n] = procs[run_job[:n]]
+    return run_end, run_job, run_p
 
 
-def easy_pass(state: "SimState", queue: Sequence[int]) -> Reservation | None:
-    """One EASY pass over ``queue`` (in the policy's order): the head's reservation, or
-    None when nothing is left blocked (or the head can never start)."""
-    resources = CountResources(state)
-    backfill_pass(state, queue, resources)
-    return resources.reservations[0] if resources.reservations else None
+def easy_pass(state: "SimState", queue: Sequence[int],
+              order: int = FCFS) -> Reservation | None:
+    """One EASY pass over ``queue`` (in arrival order, put in queue order ``order``, a code
+    of :data:`olsctl.policies.kernels.ORDER_CODES`; FCFS: as given): the jobs it starts
+    are started on the state, in start order. Returns the head's reservation, or None
+    when nothing is left blocked (or the head can never start)."""
+    free = state.active_procs - state.busy_procs
+    if free <= 0 or not queue:
+        return None  # nothing can start: the pass would change nothing
+    procs, est, submit = job_arrays(state)
+    waiting = np.array(queue, dtype=np.int64)
+    run_end, run_job, run_p = running_arrays(state, waiting.size, procs)
+    started = np.empty(waiting.size, dtype=np.int64)
+    n_started, _, shadow_s, _, head = kernels.easy_pass(
+        order, state.now_s, free, waiting, procs, est, submit, run_end, run_job, run_p,
+        len(state.running), started)
+    start = state.start
+    for j in started[:n_started].tolist():
+        start(j)
+    if shadow_s < INF:
+        head = int(head)
+        return Reservation(head, float(shadow_s), (state.procs[head],))
+    return None

@@ -1,13 +1,19 @@
-"""EASY backfilling: one reservation, for the job at the head of the queue."""
+"""EASY backfilling: one reservation, for the job at the head of the queue.
+
+A pass is the compiled kernel :func:`olsctl.policies.kernels.easy_pass` (through
+:func:`olsctl.policies.backfill.easy_pass`), in the main simulator and in what-ifs alike;
+what-ifs without power, limit, budget, arrivals or checker run EASY's whole loop compiled
+(:func:`olsctl.policies.kernels.easy_forward`, chosen by :func:`olsctl.whatif.steps`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from olsctl.policies.backfill import Reservation, easy_pass
 from olsctl.policies.base import PolicyBase
-from olsctl.policies.backfill import CountResources, backfill_pass
-from olsctl.policies.order import ORDERS, Order
+from olsctl.policies.kernels import ORDER_CODES
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -19,22 +25,20 @@ class EasyBackfill(PolicyBase):
 
     order: str = "fcfs"
     name: str = field(default="easy", init=False)
-    _order: Order = field(init=False, repr=False, compare=False)
+    #: the order's code for the kernels (:data:`olsctl.policies.kernels.ORDER_CODES`)
+    order_code: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_order", ORDERS[self.order])
+        object.__setattr__(self, "order_code", ORDER_CODES[self.order])
 
     def schedule(self, state: "SimState") -> None:
         self.backfill(state)
 
-    def backfill(self, state: "SimState") -> CountResources | None:
-        """One pass; returns its resources (``.reservations``), or None when the pass was
-        skipped because nothing could start."""
-        if state.busy_procs >= state.active_procs or not state.queue:
-            return None  # nothing can start: the pass would change nothing
-        resources = CountResources(state)
-        backfill_pass(state, self._order(state, state.queue), resources)
-        return resources
+    def backfill(self, state: "SimState") -> Reservation | None:
+        """One pass; returns the blocked head's reservation, or None when nothing is left
+        blocked, the head can never start, or nothing could start (the pass is skipped:
+        no processor free, or no job waiting)."""
+        return easy_pass(state, state.queue, self.order_code)
 
     def settings(self) -> dict:
         return {"name": self.name, "order": self.order}

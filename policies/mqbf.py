@@ -10,6 +10,7 @@ of the pivots that started later than a reservation they had held (:class:`Pivot
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,7 +27,27 @@ if TYPE_CHECKING:
     from olsctl.workload import Workload
 
 __all__ = ["MultiQueueBackfill", "PartitionProfiles", "PivotRecord", "largest_remainder",
-           "ARRIVALS_SHORTCUT", "PIVOTS_KEY"]
+           "ARRIVALS_SHORTCUT", "PIVOTS_KEY", "default_boundaries"]
+
+#: the shortest and longest default boundary, s (Lawson & Smirni's 4 queues: 100, 1000,
+#: 10000 s)
+BOUNDARY_SPAN_S = (100, 10000)
+
+
+def default_boundaries(queues: int) -> list:
+    """The default ``boundaries_s`` of ``queues`` queues: ``queues - 1`` boundaries
+    spaced evenly on a log scale from 100 s to 10,000 s, in whole seconds (one queue:
+    none; two: the middle, 1,000 s; four: 100, 1,000, 10,000 s). Whole seconds while
+    they stay apart (up to a few hundred queues), else exact."""
+    n = queues - 1
+    lo, hi = BOUNDARY_SPAN_S
+    if n <= 0:
+        return []
+    if n == 1:
+        return [round(math.sqrt(lo * hi))]
+    exact = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
+    whole = [round(b) for b in exact]
+    return whole if all(a < b for a, b in zip(whole, whole[1:])) else exact
 
 
 #: under FCFS, reuse the last pass's profiles at instants where jobs only arrived or the
@@ -95,11 +116,12 @@ class PivotRecord:
 
 @dataclass(frozen=True)
 class MultiQueueBackfill(PolicyBase):
-    """MQBF: ``queues`` queues split at ``boundaries_s`` (runtime estimate, s); partition
-    shares in proportion to ``shares`` (default even); ``borrow`` idle processors."""
+    """MQBF: ``queues`` queues split at ``boundaries_s`` (runtime estimate, s; default
+    :func:`default_boundaries`); partition shares in proportion to ``shares`` (default
+    even); ``borrow`` idle processors."""
 
     queues: int = 4
-    boundaries_s: tuple = (100.0, 1000.0, 10000.0)
+    boundaries_s: tuple | None = None
     order: str = "fcfs"
     shares: tuple | None = None
     borrow: bool = True
@@ -113,7 +135,8 @@ class MultiQueueBackfill(PolicyBase):
     def __post_init__(self) -> None:
         if self.queues < 1:
             raise ValueError(f"queues: must be >= 1 (got {self.queues})")
-        object.__setattr__(self, "boundaries_s", tuple(float(b) for b in self.boundaries_s))
+        bounds = default_boundaries(self.queues) if self.boundaries_s is None else self.boundaries_s
+        object.__setattr__(self, "boundaries_s", tuple(float(b) for b in bounds))
         if self.shares is not None:
             object.__setattr__(self, "shares", tuple(self.shares))
         if len(self.boundaries_s) != self.queues - 1:
@@ -138,6 +161,14 @@ class MultiQueueBackfill(PolicyBase):
     @property
     def n_queues(self) -> int:  # type: ignore[override]
         return self.queues
+
+    @classmethod
+    def derived_defaults(cls, settings: dict, given: set) -> dict:
+        """Defaults that depend on other settings, for a config to fill in: the
+        boundaries of ``settings["queues"]`` queues, unless ``given`` names them."""
+        if "boundaries_s" in given:
+            return {}
+        return {"boundaries_s": default_boundaries(settings["queues"])}
 
     report_key = "pivots"  # (a class attribute, not a setting)
 

@@ -132,6 +132,34 @@ def run_whatif_all(
     return {int(j): float(s) for j, s in zip(res.job_id, res.start_s)}
 
 
+#: the tests that also run with numba's JIT disabled (marker ``nojit``): the kernels' own
+#: tests, EASY's hand-worked rules and oracle, and the contract suites' EASY cases (EASY
+#: and the power-aware EASY). ``pytest`` runs them again uncompiled in a subprocess
+#: (tests/test_kernels.py); by hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``.
+NOJIT_TESTS = {
+    "test_kernels.py": None,
+    "test_easy_rules.py": None,
+    "test_properties.py": ("test_main_matches_reference_easy",
+                           "test_whatif_from_snapshot_reproduces_main"),
+    "test_contract.py": ("test_whatif_reproduces_the_main_simulator[easy-",
+                         "test_settings_round_trip_through_the_config[easy-"),
+    "test_contract_controller.py": ("test_one_candidate_predicts_what_happens[easy-",),
+}
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "nojit: also run with numba's JIT disabled (NUMBA_DISABLE_JIT=1 pytest -m "
+                   "nojit); tests/test_kernels.py runs them so")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        names = NOJIT_TESTS.get(item.path.name, ())
+        if names is None or any(item.name.startswith(n) for n in names):
+            item.add_marker(pytest.mark.nojit)
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT

@@ -632,3 +632,32 @@ def test_same_config_same_bytes(tmp_path, capsys, estimates):
     assert (sa["config"].pop("out"), sb["config"].pop("out")) == ("first", "second")
     assert sa == sb
     assert sa["config"]["estimates"] == estimates
+
+
+def test_all_dropped_says_why(tmp_path, capsys):
+    """When the loading rules drop every job, the one error line counts them by reason,
+    for `run` and `trace info` alike."""
+    write(tmp_path / "gone.swf", [
+        HEADER,
+        swf_line(1, 0, 0, 2),                 # runtime 0
+        swf_line(2, 1, -1, 2),                # runtime unknown
+        swf_line(3, 2, 100, -1, alloc=0),     # processors unknown
+        swf_line(4, 3, 100, 16),              # wider than the 8-processor machine
+    ])
+    for argv in (("run", "--trace", "gone.swf", "--out", OUT, "--quiet"),
+                 ("trace", "info", "gone.swf")):
+        rc, _, err = run_cli(capsys, *argv)
+        line = one_error_line(rc, err, "TraceError")
+        assert "gone.swf" in line and "4 records" in line
+        for reason in ("2 runtime <= 0", "1 processors <= 0", "1 wider than the machine"):
+            assert reason in line, f"{reason!r} not in {line!r}"
+    assert_no_output(tmp_path)
+
+
+def test_every_line_skipped_as_malformed_says_so(tmp_path, capsys):
+    """With --skip-bad-lines and no good line left, the error says they were all skipped
+    (and why the first was), not that the file holds a header only."""
+    write(tmp_path / "bad.swf", [HEADER, BAD_LINES[0].values[0], BAD_LINES[2].values[0]])
+    rc, _, err = run_cli(capsys, "trace", "info", "bad.swf", "--skip-bad-lines")
+    line = one_error_line(rc, err, "TraceError")
+    assert "all 2 skipped as malformed" in line and "bad.swf:2: field 4 (run_time)" in line

@@ -91,3 +91,26 @@ def test_a_cap_change_dropped_by_a_later_cap_runs_no_pass():
     sim.at(20, lambda s: s.set_cap(1000.0))
     assert _starts(sim.run()) == {1: 0.0, 2: 1000.0}
     assert 500.0 not in sim.samples.time_s  # no pass at the dropped change
+
+
+def test_one_event_per_instant_not_per_job():
+    """Jobs share SimPy events: the three jobs submitted at 0 arrive in one event, and
+    the four that end at 10 (three started at 0, one at 5) complete in one event."""
+    from olsctl.sim import ARRIVAL, COMPLETION
+
+    w = workload_from_rows([(1, 0, 10, 1), (2, 0, 10, 1), (3, 0, 10, 1), (4, 5, 5, 1)],
+                           machine_procs=4)
+    sim = make_main(w)
+    due: list[tuple[int, float]] = []
+    schedule = sim.env.schedule
+
+    def counted(event, priority=1, delay=0):
+        due.append((priority, sim.env.now + delay))
+        schedule(event, priority, delay)
+
+    sim.env.schedule = counted
+    records = sim.run()
+    assert sorted(t for kind, t in due if kind == ARRIVAL) == [5.0]  # (0: the first)
+    assert [t for kind, t in due if kind == COMPLETION] == [10.0]
+    assert {r.job_id: r.end_s for r in records.jobs} == {1: 10.0, 2: 10.0, 3: 10.0, 4: 10.0}
+    assert list(records.samples.time_s) == [0.0, 5.0, 10.0]

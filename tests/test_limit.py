@@ -282,3 +282,22 @@ def test_a_throttled_run_from_the_command_line_holds_the_cap(tmp_path, repo_root
     assert power["work_lost_proc_h"] == pytest.approx(
         sum(int(r["allocated_number_of_resources"]) * (float(r["execution_time"])
             - float(r["logged_execution_time"])) for r in stretched) / 3600, rel=1e-6)
+
+
+def test_jobs_sharing_an_end_time_when_one_is_throttled_end_apart():
+    # Two 100 s jobs end together at 100 (one completion event holds both). At 40 the cap
+    # drops below their draw; largest-first throttles only the 800 W job: its end moves
+    # on and its place in the event at 100 lapses; the other still ends at 100, and the
+    # draw stays at the cap until the throttled job ends.
+    cap = CapSchedule((-math.inf, 40.0), (2000.0, 1100.0))
+    sim, records, tl = _run([(1, 0, 100, 1), (2, 0, 100, 1)], 2,
+                            [[(1.0, 800.0)], [(1.0, 400.0)]], [0.5, 0.5], cap,
+                            share="largest")
+    ends = {r.job_id: r.end_s for r in records.jobs}
+    assert ends[2] == 100.0
+    assert ends[1] > 100.0
+    assert records.stretch_s == {1: pytest.approx(ends[1] - 100.0, rel=1e-9)}
+    assert sim.state.limit.hit == {0}
+    assert _power_at(tl, 39.0) == 1200.0
+    assert _power_at(tl, 50.0) == pytest.approx(1100.0)
+    assert _power_at(tl, 100.0) == 800.0  # job 2 has ended: job 1 back at full clock

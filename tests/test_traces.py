@@ -87,3 +87,125 @@ def test_trace_info_command_json(capsys):
     assert main(["trace", "info", "KTH-SP2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["machine_procs"] == 100 and data["load"]["kept"] == 28_467
+
+
+# ------------------------------------------------ byte-order mark, bulk and line readers
+
+
+def _swf(*jobs: str, header: str = "; MaxProcs: 8\n") -> str:
+    return header + "".join(job + "\n" for job in jobs)
+
+
+JOB_1 = "1 0 -1 100 2 -1 -1 2 -1 -1 1 1 1 -1 -1 -1 -1 -1"
+JOB_2 = "2 10 -1 50 4 -1 -1 4 60 -1 1 1 1 -1 -1 -1 -1 -1"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzipped"])
+def test_utf8_byte_order_mark_is_skipped(tmp_path, capsys, monkeypatch, packed):
+    """A file saved with a UTF-8 byte-order mark reads as the same file without it: its
+    first line is the header it shows, not a job line of 3 fields."""
+    data = b"\xef\xbb\xbf" + _swf(JOB_1, JOB_2, header="; Version: 2.2\n; MaxProcs: 8\n").encode()
+    path = tmp_path / ("bom.swf.gz" if packed else "bom.swf")
+    path.write_bytes(gzip.compress(data) if packed else data)
+    w = load_workload(path)
+    assert w.job_id.tolist() == [1, 2] and w.machine_procs == 8
+    assert w.header.get("Version") == "2.2"
+    assert w.report.bad_lines == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "info", path.name, "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["load"]["kept"] == 2
+    # the line-by-line reader (malformed files take it) skips the mark too
+    monkeypatch.setattr("olsctl.swf.SwfReader.table", lambda self: None)
+    assert load_workload(path).job_id.tolist() == [1, 2]
+
+
+def _job(job_id, submit, runtime, procs, **fields) -> str:
+    values = [job_id, submit, -1, runtime, procs, -1, -1, procs, -1, -1, 1, 3, 1, -1, -1, -1,
+              -1, -1]
+    for number, value in fields.items():  # f9=..., 1-based SWF field numbers
+        values[int(number[1:]) - 1] = value
+    return " ".join(str(v) for v in values)
+
+
+#: files the bulk reader takes as clean (each must load the same as line by line)
+CLEAN_FILES = {
+    "comments-between-jobs": _swf(JOB_1, "; MaxNodes: 4", ";   continued", JOB_2, ";"),
+    "indented-comments": ("  ; MaxProcs: 8\n\t;Note: x\n\u00a0; Odd: nbsp\n"
+                          + _swf(JOB_1, header="")),
+    "crlf": _swf(JOB_1, JOB_2).replace("\n", "\r\n"),
+    "cr": _swf(JOB_1, JOB_2).replace("\n", "\r"),
+    "blank-lines": _swf("", JOB_1, "   ", "\t", JOB_2, ""),
+    "tabs-and-spaces": _swf("  " + JOB_1.replace(" ", "\t"), JOB_2.replace(" ", "   ") + "  "),
+    "no-final-newline": _swf(JOB_1, JOB_2).rstrip("\n"),
+    "non-ascii-comment": "; Acknowledge: Jos\u00e9 M\u00fcller\n" + _swf(JOB_1, JOB_2),
+    "floats-in-integer-fields": _swf(_job(1, "0.0", "1e2", "2.0"),
+                                     _job(2, "1E1", 50.5, 4, f12="7.25")),
+    "signs-and-negative-zero": _swf(_job(1, "-0", 100, "+2", f9="-0"),
+                                    _job(2, 10, 50, 4, f13="-0")),
+    "huge-integers": _swf(_job(1, 0, 100, 2, f11="99999999999999999999"),
+                          _job(2, 10, 50, 4, f9="12345678901234567", f12="12345678901234567")),
+    "drops-in-order": _swf(_job(1, 0, 100, 0), _job(2, 1, 0, 2), _job(3, 2, 10, 2),
+                           _job(4, 3, 10, 16)),
+    "header-only": "; MaxProcs: 8\n; Note: no jobs\n",
+    "repeated-key": _swf(JOB_1, header="; Queue: a\n; Queue: b\n; MaxProcs: 8\n"),
+}
+
+#: files the bulk reader declines (each must give the line reader's error, or skip)
+DECLINED_FILES = {
+    "semicolon-in-job": _swf(JOB_1, JOB_2 + " ; x"),
+    "nan": _swf(JOB_1, _job(2, 10, "nan", 4)),
+    "overflow-to-inf": _swf(JOB_1, _job(2, 10, 50, 4, f6="1e400")),
+    "underscore-digits": _swf(JOB_1, _job(2, 10, "5_0", 4)),
+    "17-fields": _swf(JOB_1, " ".join(JOB_2.split()[:17])),
+    "19-fields": _swf(JOB_1, JOB_2 + " 7"),
+    "non-ascii-in-job": _swf(JOB_1, JOB_2.replace("4", "\u0664", 1)),
+    "form-feed-in-job": _swf(JOB_1, JOB_2.replace(" ", "\x0c", 1)),
+}
+
+#: files clean to read whose records break a rule (the loader goes line by line for them)
+OUT_OF_ORDER_FILES = {
+    "submit-goes-back": _swf(_job(1, 10, 100, 2), _job(2, 5, 50, 4), _job(3, 20, 5, 1)),
+    "negative-submit": _swf(_job(1, -5, 100, 2), _job(2, 5, 50, 4)),
+    "repeated-id": _swf(_job(1, 0, 100, 2), _job(1, 5, 50, 4), _job(3, 20, 5, 1)),
+}
+
+
+def _loaded(path: Path, skip: bool):
+    """What loading gives (columns, report, header), or the error line."""
+    from olsctl.errors import TraceError
+
+    try:
+        w = load_workload(path, skip_bad_lines=skip)
+    except TraceError as exc:
+        return str(exc)
+    cols = [getattr(w, c).tolist() for c in ("job_id", "submit_s", "runtime_s", "procs",
+                                             "requested_time_s", "user_id", "group_id",
+                                             "executable")]
+    report = (w.report.as_dict(), list(w.report.dropped.items()), w.report.first_bad_line)
+    return cols, report, dict(w.header.entries), w.machine_procs
+
+
+@pytest.mark.parametrize("name", [*CLEAN_FILES, *DECLINED_FILES, *OUT_OF_ORDER_FILES])
+def test_bulk_reader_loads_as_the_line_reader(tmp_path, monkeypatch, name):
+    """Whole files parsed at once give exactly what parsing line by line gives: the same
+    numbers (to the sign of zero), header, drops in the same order, and the same error or
+    skip for a malformed line (the bulk reader declines such files)."""
+    from olsctl.swf import SwfReader
+
+    text = {**CLEAN_FILES, **DECLINED_FILES, **OUT_OF_ORDER_FILES}[name]
+    path = tmp_path / "t.swf"
+    path.write_bytes(text.encode())
+    assert (SwfReader(path).table() is None) == (name in DECLINED_FILES)
+    bulk = [_loaded(path, skip) for skip in (False, True)]
+    monkeypatch.setattr("olsctl.swf.SwfReader.table", lambda self: None)
+    lines = [_loaded(path, skip) for skip in (False, True)]
+    assert bulk == lines
+    if name == "signs-and-negative-zero":  # -0 is -0.0, as float() reads it
+        assert np.signbit(load_workload(path).submit_s[0])
+
+
+def test_bulk_reader_reads_the_bundled_logs_as_the_line_reader(monkeypatch):
+    src = ROOT / "traces" / "SDSC-SP2-1998-4.2-cln.swf.gz"
+    bulk = _loaded(src, False)
+    monkeypatch.setattr("olsctl.swf.SwfReader.table", lambda self: None)
+    assert bulk == _loaded(src, False)

@@ -1,0 +1,17 @@
+"""The handlers of ``olsctl``'s commands, found by name in :data:`olsctl.cli.COMMANDS`.
+
+A handler takes the parsed arguments and the consoles of output and errors, ``(args,
+out, err)``, and returns the exit code: it calls the modules that do the work and hands
+their results to renderers (:mod:`olsctl.reporting`, rich tables of its own). Known input
+errors (:class:`olsctl.errors.OlsctlError`) go up to :func:`olsctl.cli.main`, which
+turns them into one line and :data:`EXIT_INPUT`. Heavy modules are imported inside the
+handlers, so that ``olsctl`` starts fast whatever the command.
+
+- :mod:`~olsctl.commands.run`: ``run`` and ``monitor``;
+- :mod:`~olsctl.commands.study`: ``study`` and ``tune``;
+- :mod:`~olsctl.commands.logs`: ``trace info`` and ``convert``;
+- :mod:`~olsctl.commands.results`: ``predict`` and ``report``;
+- :mod:`~olsctl.commands.bench`: ``bench``.
+"""
+
+EXIT_OK, EXIT_INPUT, EXIT_INTERRUPTED = 0, 2, 130

@@ -1,0 +1,161 @@
+"""``olsctl bench``: the speed of the simulators against a plain loop on the bundled (or
+named, or a built large) logs, and with ``--ols`` the online-simulation controller's share
+of a run (:mod:`olsctl.bench` measures; this module prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from olsctl.commands import EXIT_OK
+from olsctl.errors import ConfigError
+from olsctl.workload import BUNDLED, resolve_trace
+
+
+def _bench_feedback(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
+    from rich.table import Table
+
+    from olsctl.bench import bench_feedback_turns
+
+    best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
+    table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates) open loop and "
+                        f"with SLA feedback: the controller's time{best}")
+    for col in ("log", "ticks", "what-ifs open", "what-ifs fb", "open ctl s", "fb ctl s",
+                "fb/open"):
+        table.add_column(col, justify="right")
+    for path in paths:
+        open_, fb = bench_feedback_turns(str(path), args.search, args.estimates, args.repeat)
+        ratio = fb.controller_s / open_.controller_s if open_.controller_s > 0 else math.nan
+        out.print(f"{open_.trace}: open loop controller {open_.controller_s:.2f} s, with "
+                  f"feedback {fb.controller_s:.2f} s ({ratio:.2f}x)", highlight=False,
+                  soft_wrap=True)
+        table.add_row(open_.trace, f"{open_.ticks:,}", f"{open_.whatifs:,}", f"{fb.whatifs:,}",
+                      f"{open_.controller_s:.2f}", f"{fb.controller_s:.2f}", f"{ratio:.2f}x")
+    out.print(table)
+    return EXIT_OK
+
+
+def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int:
+    from rich.table import Table
+
+    from olsctl.bench import bench_ols_turns
+
+    best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
+    table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates): wall time "
+                        f"with parsing, and the controller's part{best}")
+    for col in ("log", "ticks", "what-ifs", "1 job s", "ctl %", "2 jobs s", "ctl %",
+                "ctl 2/1"):
+        table.add_column(col, justify="right")
+    total = 0.0
+    for path in paths:
+        one, two = bench_ols_turns(str(path), args.search, args.estimates, args.repeat)
+        total += one.wall_s
+        out.print(f"{one.trace}: n_jobs=1 {one.wall_s:.1f} s (controller {one.controller_s:.1f} s, "
+                  f"{one.controller_share:.0%}), n_jobs=2 {two.wall_s:.1f} s (controller "
+                  f"{two.controller_s:.1f} s, {two.controller_s / one.controller_s:.2f}x)",
+                  highlight=False, soft_wrap=True)
+        table.add_row(one.trace, f"{one.ticks:,}", f"{one.whatifs:,}", f"{one.wall_s:.1f}",
+                      f"{one.controller_share:.0%}", f"{two.wall_s:.1f}",
+                      f"{two.controller_share:.0%}", f"{two.controller_s / one.controller_s:.2f}x")
+    out.print(table)
+    out.print(f"all logs, n_jobs=1: {total:.1f} s", highlight=False)
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+    if args.repeat is None:
+        args.repeat = 1 if args.ols else 3
+    if args.repeat < 1:
+        raise ConfigError(f"command line: --repeat: must be >= 1 (got {args.repeat})")
+    names = args.traces or ([] if args.big else list(BUNDLED))
+    paths = [resolve_trace(name, Path.cwd()) for name in names]
+    big_dir = None
+    if args.big:
+        import tempfile
+
+        from olsctl.bench import make_big_log
+
+        big_dir = tempfile.TemporaryDirectory(prefix="olsctl-big-")
+        paths.append(make_big_log(Path(big_dir.name)))
+    try:
+        if args.ols:
+            return (_bench_feedback if args.feedback else _bench_ols)(paths, args, out)
+        rows = [_bench_log(path, args, out) for path in paths]
+    finally:
+        if big_dir is not None:
+            big_dir.cleanup()
+    out.print(_bench_table(rows, args))
+    return EXIT_OK
+
+
+def _bench_log(path: Path, args: argparse.Namespace, out: Console):
+    """Bench one log (:func:`olsctl.bench.bench_workload`) and print its line."""
+    from olsctl.bench import bench_workload
+    from olsctl.workload import load_workload
+
+    t0 = time.perf_counter()
+    w = load_workload(path)
+    parse_s = time.perf_counter() - t0
+    row = bench_workload(w, parse_s, args.estimates, args.repeat, args.mqbf, args.knapsack,
+                         path)
+    line = (f"{row.trace}: {row.jobs} jobs, plain {row.reference_s:.3f} s, "
+            f"main {row.main_s:.3f} s ({row.main_ratio:.2f}x, {row.jobs / row.main_s:,.0f} "
+            f"jobs/s), what-if {row.whatif_s:.3f} s ({row.whatif_ratio:.2f}x), whole run "
+            f"{row.whole_s:.2f} s against plain reading the file {row.plain_whole_s:.2f} s "
+            f"({row.whole_ratio:.2f}x), peak {row.peak_mb:.0f} MB, same starts: "
+            f"{row.same_schedule}")
+    if row.mqbf_s is not None:
+        line += f", MQBF(4) {row.mqbf_s:.3f} s ({row.mqbf_ratio:.2f}x EASY)"
+    if row.knapsack_s is not None:
+        line += (f", knapsack {row.knapsack_s:.3f} s ({row.knapsack_ratio:.2f}x EASY), "
+                 f"with throttle {row.throttle_s:.3f} s ({row.throttle_ratio:.2f}x)")
+    out.print(line, highlight=False, soft_wrap=True)
+    return row
+
+
+def _bench_table(rows: list, args: argparse.Namespace) -> Table:
+    """One column per log, one row per figure (stays readable in 80 columns)."""
+    table = Table(title=f"olsctl bench: EASY-FCFS, {args.estimates} estimates, "
+                        f"best of {args.repeat}", title_justify="left",
+                  caption="whole run: olsctl run as a process of its own (start, parse, "
+                          "simulate, write; peak: its resident memory), against the plain "
+                          "loop reading the file itself, in turns; below: simulation only",
+                  caption_justify="left")
+    table.add_column("")
+    for row in rows:
+        table.add_column(row.trace.split("-19")[0].split("-20")[0].removesuffix(".swf"),
+                         justify="right")
+    figures = [
+        ("jobs", lambda r: f"{r.jobs:,}"),
+        ("whole run s", lambda r: f"{r.whole_s:.2f}"),
+        ("plain + read s", lambda r: f"{r.plain_whole_s:.2f}"),
+        ("whole / plain", lambda r: f"{r.whole_ratio:.2f}x"),
+        ("peak MB", lambda r: f"{r.peak_mb:,.0f}"),
+        ("parse s", lambda r: f"{r.parse_s:.2f}"),
+        ("plain loop s", lambda r: f"{r.reference_s:.2f}"),
+        ("plain jobs/s", lambda r: f"{r.jobs / r.reference_s:,.0f}"),
+        ("main s", lambda r: f"{r.main_s:.2f}"),
+        ("main jobs/s", lambda r: f"{r.jobs / r.main_s:,.0f}"),
+        ("main / plain", lambda r: f"{r.main_ratio:.2f}x"),
+        ("what-if s", lambda r: f"{r.whatif_s:.2f}"),
+        ("what-if jobs/s", lambda r: f"{r.jobs / r.whatif_s:,.0f}"),
+        ("what-if / plain", lambda r: f"{r.whatif_ratio:.2f}x"),
+        ("same starts", lambda r: "yes" if r.same_schedule else "NO"),
+    ]
+    if args.mqbf:
+        figures += [("MQBF(4) main s", lambda r: f"{r.mqbf_s:.2f}"),
+                    ("MQBF(4) / EASY", lambda r: f"{r.mqbf_ratio:.2f}x")]
+    if args.knapsack:
+        figures += [("knapsack main s", lambda r: f"{r.knapsack_s:.2f}"),
+                    ("knapsack / EASY", lambda r: f"{r.knapsack_ratio:.2f}x"),
+                    ("+ throttle s", lambda r: f"{r.throttle_s:.2f}"),
+                    ("throttle / knapsack", lambda r: f"{r.throttle_ratio:.2f}x")]
+    for label, cell in figures:
+        table.add_row(label, *(cell(r) for r in rows))
+    return table

@@ -1,0 +1,66 @@
+"""The commands on input logs: ``olsctl trace info`` (a log's summary) and ``olsctl
+convert`` (other logs as SWF).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from olsctl.commands import EXIT_OK
+from olsctl.errors import ConfigError
+from olsctl.workload import resolve_trace
+
+
+def cmd_trace_info(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl trace info``: a log's summary, as tables or JSON."""
+    import json
+
+    from olsctl.reporting import trace_info_view
+    from olsctl.traceinfo import trace_info
+    from olsctl.workload import load_workload
+
+    if args.procs is not None and args.procs < 1:
+        raise ConfigError(f"command line: --procs: must be >= 1 (got {args.procs})")
+    w = load_workload(resolve_trace(args.file, Path.cwd()), args.procs, args.skip_bad_lines)
+    info = trace_info(w)
+    if args.power:
+        from olsctl.traceinfo import power_info
+
+        info["power"] = power_info(w, seed=args.seed)
+    if args.json:
+        out.print_json(json.dumps(info))
+    else:
+        out.print(trace_info_view(info))
+        if args.power:
+            from olsctl.reporting import power_info_view
+
+            out.print(power_info_view(info["power"]))
+    return EXIT_OK
+
+
+def cmd_convert_nrel(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl convert nrel``: the NREL job power log as SWF and a power CSV."""
+    from olsctl.power.nrel import convert
+
+    counts = convert(Path(args.source), Path(args.swf), Path(args.power))
+    out.print(f"wrote {args.swf} ({counts['jobs']:,} jobs, {counts['machine_procs']:,} "
+              f"processors) and {args.power} ({counts['measured']:,} measured powers)",
+              highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK
+
+
+def cmd_convert_slurm(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl convert slurm``: a Slurm accounting dump as SWF (and a key of names)."""
+    from olsctl.slurm import convert
+
+    key = Path(args.key) if args.key else None
+    conv = convert(Path(args.source), Path(args.swf), key, args.procs, args.units, args.tz,
+                   args.skip_bad_lines)
+    also = f" and {args.key}" if args.key else ""
+    out.print(f"wrote {args.swf}{also} (MaxProcs {conv.machine_procs:,}, from "
+              f"{conv.machine_from}): {conv.summary()}",
+              highlight=False, markup=False, soft_wrap=True)
+    return EXIT_OK

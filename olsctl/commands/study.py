@@ -1,0 +1,60 @@
+"""``olsctl study`` (a grid of runs) and ``olsctl tune`` (the cheapest setting of a grid
+that meets an SLA).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from olsctl.commands import EXIT_OK
+from olsctl.errors import ConfigError
+
+
+def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Exit 0 when every run of the grid is finished, 1 when some failed."""
+    from olsctl.study import (NULL_STUDY_PROGRESS, finished_runs, load_study, run_study,
+                              study_progress, study_table)
+
+    if args.n_jobs is not None and (args.n_jobs == 0 or args.n_jobs < -1):
+        raise ConfigError(f"command line: --n-jobs: must be >= 1 or -1 (got {args.n_jobs})")
+    study = load_study(args.study, out=args.out, n_jobs=args.n_jobs)
+    if args.list:
+        done = finished_runs(study) if study.out_dir.is_dir() else {}
+        out.print(study_table(study, done, {}, ids=True))
+        out.print(f"{len(study.points)} runs, {len(done)} finished in {study.out_dir}",
+                  highlight=False)
+        return EXIT_OK
+    result = run_study(study, NULL_STUDY_PROGRESS if args.quiet else study_progress(err))
+    if not args.quiet:
+        out.print(study_table(study, result.done, result.failed))
+        out.print(f"{len(result.done)} of {len(study.points)} runs finished ({result.computed} "
+                  f"computed now, {len(result.failed)} failed) in {result.wall_s:.1f} s; "
+                  f"results in {study.out_dir / 'results.csv'}", highlight=False)
+    return 1 if result.failed else EXIT_OK
+
+
+def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Exit 0 with a winner, 1 when no setting meets the SLA or a run failed."""
+    from olsctl.study import NULL_STUDY_PROGRESS, study_progress
+    from olsctl.tune import load_tune, run_tune, tune_tables
+
+    if args.n_jobs is not None and (args.n_jobs == 0 or args.n_jobs < -1):
+        raise ConfigError(f"command line: --n-jobs: must be >= 1 or -1 (got {args.n_jobs})")
+    tune = load_tune(args.tune, out=args.out, n_jobs=args.n_jobs)
+    result = run_tune(tune, NULL_STUDY_PROGRESS if args.quiet else study_progress(err))
+    if not args.quiet:
+        for table in tune_tables(tune, result):
+            out.print(table)
+    if result.winner is None:
+        err.print(f"no setting keeps {tune.metric} <= {tune.limit:g} ({len(result.ranked)} "
+                  f"runs, {len(result.infeasible)} infeasible, {len(result.failed)} failed)",
+                  highlight=False)
+        return 1
+    if not args.quiet:
+        out.print(f"wrote {result.written}: {tune.metric} = {result.winner.metric:.4f}, "
+                  f"{tune.cost} = {result.winner.cost:,.2f} ({len(result.ranked)} settings run, "
+                  f"{len(result.infeasible)} infeasible, in {result.wall_s:.1f} s)",
+                  highlight=False, markup=False, soft_wrap=True)
+    return 1 if result.failed else EXIT_OK

@@ -1,0 +1,144 @@
+"""Building a run config: from a YAML file, from plain data, with overrides (a file's
+keys, the command line's options) and ``--set KEY=VALUE`` settings; every result is
+checked (:mod:`olsctl.config.checks`) before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from olsctl.config.checks import (_check_controller, _check_policy, _check_power,
+                                  _check_run_sla, _check_type, _kind)
+from olsctl.config.defaults import TOP_LEVEL, RunConfig
+from olsctl.errors import ConfigError
+from olsctl.workload import ESTIMATE_MODES
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{path}{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys, got {_kind(data)}")
+    return build_config(data, source=str(path), base_dir=path.resolve().parent)
+
+
+def build_config(data: Mapping[str, Any], source: str = "<defaults>",
+                 base_dir: Path | None = None) -> RunConfig:
+    """Fill defaults and validate ``data``; raise :class:`ConfigError` naming the key."""
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in TOP_LEVEL:
+            raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
+        values[key] = value
+    config = RunConfig(base_dir=base_dir, source=source)
+    return with_overrides(config, values)
+
+
+def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
+                   source: str | None = None) -> RunConfig:
+    """Apply settings (from a file or the command line) and validate the result;
+    errors name ``source`` (default: the config's own source)."""
+    src = source or config.source
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None and TOP_LEVEL[key][1] is None:
+            changes[key] = None
+            continue
+        kind = TOP_LEVEL[key][0]
+        _check_type(src, key, value, kind)
+        changes[key] = value
+    if "policy" in changes:
+        changes["policy"] = _check_policy(src, changes["policy"])
+    if changes.get("power") is not None:
+        changes["power"] = _check_power(src, changes["power"])
+    if changes.get("controller") is not None:
+        changes["controller"] = _check_controller(src, changes["controller"])
+    if changes.get("sla") is not None:
+        changes["sla"] = _check_run_sla(src, changes["sla"])
+    cfg = replace(config, **changes)
+    if cfg.procs is not None and cfg.procs < 1:
+        raise ConfigError(f"{src}: procs: must be >= 1 (got {cfg.procs})")
+    if cfg.active_procs is not None:
+        if cfg.active_procs < 0:
+            raise ConfigError(f"{src}: active_procs: must be >= 0 (got {cfg.active_procs})")
+        if cfg.procs is not None and cfg.active_procs > cfg.procs:
+            raise ConfigError(f"{src}: active_procs: must be <= procs ({cfg.procs}), "
+                              f"got {cfg.active_procs}")
+    if not cfg.load_scale > 0 or math.isinf(cfg.load_scale):
+        raise ConfigError(f"{src}: load_scale: must be a number > 0 (got {cfg.load_scale!r})")
+    if cfg.estimates not in ESTIMATE_MODES:
+        raise ConfigError(f"{src}: estimates: must be one of {', '.join(ESTIMATE_MODES)} "
+                          f"(got {cfg.estimates!r})")
+    if not cfg.trace:
+        raise ConfigError(f"{src}: trace: must not be empty")
+    if not cfg.out:
+        raise ConfigError(f"{src}: out: must not be empty")
+    return cfg
+
+
+def with_settings(config: RunConfig, assignments: list[str],
+                  source: str = "command line") -> RunConfig:
+    """Apply ``KEY=VALUE`` settings, then validate once: ``KEY`` is a dotted path into the
+    config (``controller.sla.max``), ``VALUE`` is read as YAML (``200``, ``[1, 2]``,
+    ``{a: 1}``). Setting ``policy.name`` starts that policy from its defaults.
+
+    The order of the settings does not matter: a whole top-level key is set first, then
+    ``policy.name``, then the keys inside sections (in the order given), so
+    ``policy.order=sjf`` keeps its value whether it comes before ``policy.name`` or after."""
+    import copy
+
+    parsed = []
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{source}: --set {assignment!r}: must be KEY=VALUE")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigError(f"{source}: --set {key}: value is not valid YAML ({text!r})") from None
+        path = key.split(".")
+        if path[0] not in TOP_LEVEL:
+            raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
+        parsed.append((key, path, value))
+    parsed.sort(key=lambda item: 0 if len(item[1]) == 1 else
+                1 if item[1] == ["policy", "name"] else 2)
+    changes: dict[str, Any] = {}
+    for key, path, value in parsed:
+        top = path[0]
+        if len(path) == 1:
+            changes[top] = value
+            continue
+        if top not in changes or not isinstance(changes[top], dict):
+            changes[top] = copy.deepcopy(getattr(config, top)) or {}
+        if path == ["policy", "name"]:
+            changes[top] = {}
+        node = changes[top]
+        for i, part in enumerate(path[1:-1], start=1):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"{source}: {'.'.join(path[:i + 1])}: is not a mapping "
+                                  f"(got {_kind(child)})")
+            node = child
+        node[path[-1]] = value
+    return with_overrides(config, changes, source) if changes else config

@@ -1,0 +1,134 @@
+"""The plots that compare the runs of a study: whole-run metrics per log and scheme
+(``aggregate``) and the savings against the SLA windows kept (``tradeoff``).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from olsctl.report.drawing import (_budget_saved, _color, _energy_j, _figure, _kept_share,
+                                   _name, _number_text, _processor_savings, _sla_words)
+from olsctl.report.reading import RunEntry, Source
+
+#: bar panels: results.csv column, axis label, scale, bar label format
+AGGREGATE = (("mean_bsld", "mean bounded slowdown (ratio, 1 = no wait)", 1.0, "{:.1f}"),
+             ("utilization", "utilization (% of processors)", 100.0, "{:.1f}"),
+             ("processor_savings", "processor savings (% of processors)", 100.0, "{:.1f}"))
+
+
+def aggregate_figure(source: Source, mpl: SimpleNamespace) -> Any:
+    """Lawson & Smirni's Fig. 1: one panel per figure, bars per log, one bar per scheme."""
+    panels = [p for p in AGGREGATE if p[0] in source.metric_columns]
+    logs, variants = source.logs, source.variants
+    fig = _figure(mpl, min(20.0, 2.0 + len(panels) * max(3.2, 0.3 * len(logs) * len(variants))),
+                  4.5)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    width = 0.8 / len(variants)
+    x = np.arange(len(logs))
+    for ax, (key, label, scale, fmt) in zip(axes, panels):
+        for j, variant in enumerate(variants):
+            values = [_value(source, log, variant, key) for log in logs]
+            heights = [np.nan if v is None else v * scale for v in values]
+            bars = ax.bar(x - 0.4 + width * (j + 0.5), heights, width, label=variant,
+                          color=_color(source, variant))
+            ax.bar_label(bars, labels=["" if np.isnan(h) else fmt.format(h) for h in heights],
+                         fontsize=7, padding=2, rotation=90 if len(variants) > 3 else 0)
+        ax.set_xticks(x, logs)
+        ax.set_xlabel("log")
+        ax.set_ylabel(label)
+        ax.set_title(label.split(" (")[0])
+        ax.margins(y=0.2)
+        ax.grid(axis="x", visible=False)
+    others = [c for c in source.grid if c != "trace"] or ["scheme"]
+    axes[-1].legend(title=", ".join(others), loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(f"{_name(source)}: whole-run metrics per log and scheme")
+    return fig
+
+
+def _value(source: Source, log: str, variant: str, key: str) -> float | None:
+    for run in source.runs:
+        if run.log == log and run.variant == variant:
+            return (run.results or {}).get(key)
+    return None
+
+
+#: one marker per scheme in the trade-off plot
+MARKERS = "osD^vP*X<>hp"
+
+
+def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
+    """What keeping the SLA costs, per log of a study (one column each): for every run
+    with summary.json ``sla``, the share of its SLA windows that kept the SLA (x) against
+    what it saved (y): processors, the power budget (1 - time-mean cap in force / machine
+    peak) for runs whose cap moves, and with power the energy relative to the log's run
+    that saved least. One colour per scheme; when a grid key holds numbers (an SLA
+    level, say), each scheme's runs are joined in its order and labelled with it."""
+    runs = [r for r in source.runs if _kept_share(r.summary) is not None]
+    others = [c for c in source.grid if c != "trace"]
+    level = next((i for i in range(len(others))
+                  if all(len(r.labels) > i and _number_text(r.labels[i]) for r in runs)), None)
+
+    def scheme(r: RunEntry) -> str:
+        rest = [lab for i, lab in enumerate(r.labels) if i != level]
+        return ", ".join(rest) if rest else r.variant
+
+    schemes = list(dict.fromkeys(scheme(r) for r in runs))
+    rows = [("processor savings (% of processors)", _processor_savings)]
+    if any(_budget_saved(r.summary) is not None for r in runs):
+        rows.append(("power budget saved (% of peak)",
+                     _budget_saved))
+    energy_rows = any(_energy_j(r.summary) is not None for r in runs)
+    logs = [log for log in source.logs if any(r.log == log for r in runs)]
+    n_rows = len(rows) + (1 if energy_rows else 0)
+    fig = _figure(mpl, 1.0 + 3.6 * len(logs) + 2.6, 0.6 + 2.9 * n_rows)
+    axes = fig.subplots(n_rows, len(logs), squeeze=False, sharex="col")
+    for col, log in enumerate(logs):
+        here = [r for r in runs if r.log == log]
+        ref = None
+        if energy_rows:
+            powered = [r for r in here if _energy_j(r.summary) is not None]
+            if powered:  # the log's run that saved least (first on ties)
+                ref = min(powered, key=lambda r: (_processor_savings(r.summary),
+                                                  _budget_saved(r.summary) or 0.0))
+        series = list(rows)
+        if energy_rows:
+            series.append(("energy (% of the log's run that saves least)",
+                           lambda sm, ref=ref: (100.0 * _energy_j(sm) / _energy_j(ref.summary)
+                                                if ref is not None and _energy_j(sm) is not None
+                                                else None)))
+        for row, (label, value) in enumerate(series):
+            ax = axes[row][col]
+            for k, name in enumerate(schemes):
+                pts = [r for r in here if scheme(r) == name]
+                if level is not None:
+                    pts.sort(key=lambda r: float(r.labels[level]))
+                xy = [(100 * _kept_share(r.summary), value(r.summary), r) for r in pts]
+                xy = [(x, y, r) for x, y, r in xy if y is not None]
+                if not xy:
+                    continue
+                ax.plot([x for x, _, _ in xy], [y for _, y, _ in xy], marker="o",
+                        markersize=5, linewidth=1.0, color=f"C{k % 10}", label=name)
+                if level is not None and len(schemes) * len(xy) <= 40:
+                    for x, y, r in xy:
+                        ax.annotate(r.labels[level], (x, y), textcoords="offset points",
+                                    xytext=(3, 3), fontsize=7, color=f"C{k % 10}")
+            ax.grid(True, alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(label, fontsize=8)
+            if row == 0:
+                ax.set_title(log)
+            if row == n_rows - 1:
+                ax.set_xlabel("SLA windows kept (%)")
+    handles = [mpl.Line2D([], [], marker="o", color=f"C{k % 10}", label=name)
+               for k, name in enumerate(schemes)]
+    rest = [c for i, c in enumerate(others) if i != level] or ["scheme"]
+    title = ", ".join(rest) + (f" (points: {others[level]})" if level is not None else "")
+    fig.legend(handles=handles, loc="outside right center", title=title, fontsize=8)
+    slas = sorted({_sla_words(r.summary) for r in runs})
+    what = slas[0] if len(slas) == 1 else "each run judged by its own SLA"
+    fig.suptitle(f"{_name(source)}: savings against the SLA windows kept ({what})",
+                 fontsize=10)
+    return fig

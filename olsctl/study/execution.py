@@ -1,0 +1,222 @@
+"""Running a study: the grid's missing runs, each in a worker (joblib's loky processes,
+which die with the study process, or tasks on a Dask cluster), stored and tabled as each
+one finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterator
+
+from olsctl.config import RunConfig
+from olsctl.errors import Infeasible, OlsctlError
+from olsctl.output import json_text, write_atomic
+from olsctl.study.grid import GridPoint, Study
+from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
+from olsctl.study.storage import (StudyError, _locked, _new_dir, _store, finished_runs,
+                                  known_infeasible, write_tables)
+
+
+# --- one run in a worker ---------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What a worker hands back: a summary and the run's files (still in a directory of
+    the study's ``.partial``, or as bytes from a remote worker), or a one-line error;
+    ``infeasible`` is why, when the error says that some job can never start under the
+    setting."""
+
+    run_id: str
+    summary: dict | None = None
+    error: str | None = None
+    path: str | None = None
+    files: dict[str, bytes] | None = None
+    wall_s: float = 0.0
+    infeasible: str | None = None
+
+
+def run_point(rid: str, config: RunConfig, scratch: str | None) -> Outcome:
+    """Run one grid point into a new directory under ``scratch`` (kept there for the
+    caller to move), or, with ``scratch`` None, under the system's temporary directory
+    and hand the files back as bytes. Errors become the outcome's one-line ``error``."""
+    from olsctl.runner import execute
+
+    t0 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{rid}.")) if scratch is None else _new_dir(scratch, rid)
+    try:
+        execute(replace(config, out=str(tmp)))
+        summary_path = tmp / "summary.json"
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        summary["config"]["out"] = config.out  # the run's place in the study, not tmp
+        write_atomic(summary_path, json_text(summary))
+        outcome = Outcome(rid, summary=summary, path=str(tmp))
+        if scratch is None:
+            outcome.files = {p.name: p.read_bytes() for p in sorted(tmp.iterdir())}
+            outcome.path = None
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(exc, Exception):
+            raise
+        text = str(exc) if isinstance(exc, OlsctlError) else f"{type(exc).__name__}: {exc}"
+        why = " ".join(str(exc.args[0]).split()) if isinstance(exc, Infeasible) else None
+        outcome = Outcome(rid, error=" ".join(text.split()), infeasible=why)
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+# --- running a study -------------------------------------------------------------------
+
+@dataclass
+class StudyResult:
+    """Summaries of the finished runs, errors of the failed ones and why the infeasible
+    ones are (when the study keeps them, see :func:`run_study`), by run id."""
+
+    done: dict[str, dict] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    computed: int = 0
+    wall_s: float = 0.0
+    infeasible: dict[str, str] = field(default_factory=dict)
+
+
+def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
+              keep_infeasible: bool = False) -> StudyResult:
+    """Compute the grid's missing runs, storing each run and the tables as it finishes.
+
+    With ``keep_infeasible`` (``olsctl tune``), a setting under which some job can never
+    start is no failure: it is stored in ``infeasible.csv`` with why, and not run again
+    while it is there."""
+    t0 = time.perf_counter()
+    client = _connect(study) if study.backend == "dask" else None  # before any write
+    result = StudyResult()
+    try:
+        with _locked(study.out_dir):
+            scratch = study.out_dir / ".partial"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            (study.out_dir / "runs").mkdir(exist_ok=True)
+            result.done = finished_runs(study)
+            if keep_infeasible:
+                result.infeasible = {k: v for k, v in known_infeasible(study).items()
+                                     if k not in result.done}
+            kept = result.infeasible if keep_infeasible else None  # infeasible.csv's rows
+            todo = [p for p in study.points
+                    if p.run_id not in result.done and p.run_id not in result.infeasible]
+            write_tables(study, result.done, result.failed, kept)
+            progress.start(study, len(todo), len(result.done), len(result.infeasible))
+            try:
+                for outcome in _outcomes(study, todo, scratch, client):
+                    if not keep_infeasible:
+                        outcome.infeasible = None  # a failure like any other
+                    if outcome.error is None:
+                        _store(study.out_dir, outcome)
+                        result.done[outcome.run_id] = outcome.summary
+                    elif outcome.infeasible is not None:
+                        result.infeasible[outcome.run_id] = outcome.infeasible
+                    else:
+                        result.failed[outcome.run_id] = outcome.error
+                    result.computed += 1
+                    write_tables(study, result.done, result.failed, kept)
+                    progress.advance(outcome)
+            finally:
+                progress.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        if client is not None:
+            client.close()
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def _connect(study: Study):
+    from dask.distributed import Client
+
+    try:
+        return Client(study.scheduler)
+    except Exception as exc:  # unreachable, refused, a bad address: all the same to the user
+        raise StudyError(f"{study.source}: scheduler: cannot connect to {study.scheduler}: "
+                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+
+
+def _outcomes(study: Study, todo: list[GridPoint], scratch: Path, client) -> Iterator[Outcome]:
+    """Outcomes in the order the runs finish."""
+    if not todo:
+        return
+    if client is not None:
+        yield from _dask_outcomes(client, todo)
+        return
+    from joblib import Parallel, delayed, parallel_config
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    # every worker ends with this process, even one killed outright (_die_with_parent)
+    with parallel_config(backend="loky", initializer=_die_with_parent,
+                         initargs=(os.getpid(),)):
+        parallel = Parallel(n_jobs=study.n_jobs, return_as="generator_unordered")
+    try:
+        where = str(scratch.resolve())  # pool workers may run in another directory
+        yield from parallel(delayed(run_point)(p.run_id, p.config, where) for p in todo)
+    except TerminatedWorkerError as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise StudyError(f"{study.source}: a worker process died ({why}); the finished runs "
+                         f"are kept: run the study again to go on") from None
+
+
+#: how often a study worker looks whether the study process is still there (s)
+PARENT_POLL_S = 0.5
+#: Linux's prctl option: the signal a process gets when its parent ends
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A study worker's initializer: the worker ends when the study process ``parent_pid``
+    does, even when that was killed outright (SIGKILL leaves it no time to stop its
+    workers, which would otherwise finish the runs they hold, minutes later). On Linux
+    the kernel kills the worker at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a
+    thread of the worker looks every ``PARENT_POLL_S`` whether its parent has changed."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl here: the watchdog alone
+            pass
+    if os.getppid() != parent_pid:  # the study ended before the worker was set
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True,
+                     name="olsctl-parent-watch").start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """End this process once its parent is no longer ``parent_pid`` (it ended and this
+    process was handed to another)."""
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _dask_outcomes(client, todo: list[GridPoint]) -> Iterator[Outcome]:
+    """Each run as a task on the cluster; files come back as bytes (no shared disk needed)."""
+    from dask.distributed import as_completed
+
+    ids = {}
+    futures = []
+    for p in todo:
+        fut = client.submit(run_point, p.run_id, p.config, None, pure=False)
+        ids[fut.key] = p.run_id
+        futures.append(fut)
+    for fut in as_completed(futures):
+        try:
+            yield fut.result()
+        except Exception as exc:  # the task never ran to the end (a worker was lost)
+            text = " ".join(f"{type(exc).__name__}: {exc}".split())
+            yield Outcome(ids[fut.key], error=text)

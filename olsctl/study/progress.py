@@ -1,0 +1,145 @@
+"""What the terminal shows of a study: its progress (a bar on a terminal, a line per
+run otherwise, nothing when quiet) and the table of its runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from olsctl.study.grid import CONTROLLER_METRICS, POWER_METRICS, Study
+from olsctl.study.storage import metric_values
+
+if TYPE_CHECKING:
+    from olsctl.study.execution import Outcome
+
+
+class StudyProgress:
+    """Told about a study's progress; this one shows nothing."""
+
+    def start(self, study: Study, todo: int, done: int, infeasible: int = 0) -> None:
+        """``todo`` runs to compute now, ``done`` already finished, ``infeasible`` known
+        to be infeasible (not run again)."""
+
+    def advance(self, outcome: Outcome) -> None:
+        """One run finished or failed."""
+
+    def close(self) -> None:
+        """The study stopped (finished or not)."""
+
+
+NULL_STUDY_PROGRESS = StudyProgress()
+
+
+class PlainStudyProgress(StudyProgress):
+    """One line per finished or failed run (for logs and pipes)."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+        self.todo = self.count = self.failed = 0
+        self.t0 = 0.0
+
+    def start(self, study: Study, todo: int, done: int, infeasible: int = 0) -> None:
+        self.todo, self.t0 = todo, time.perf_counter()
+        known = f"{infeasible} infeasible (not run again), " if infeasible else ""
+        self.console.print(f"study {study.source}: {len(study.points)} runs, {done} already "
+                           f"finished, {known}{todo} to compute in {study.out_dir}",
+                           markup=False, highlight=False, soft_wrap=True)
+
+    def advance(self, outcome: Outcome) -> None:
+        self.count += 1
+        self.failed += outcome.error is not None and outcome.infeasible is None
+        elapsed = time.perf_counter() - self.t0
+        left = elapsed / self.count * (self.todo - self.count)
+        what = (f"infeasible: {outcome.infeasible}" if outcome.infeasible is not None
+                else f"failed: {outcome.error}" if outcome.error else "done")
+        self.console.print(f"[{self.count}/{self.todo}] {outcome.run_id} {what} "
+                           f"({outcome.wall_s:.1f} s; {self.failed} failed; about {left:.0f} s "
+                           f"left)", markup=False, highlight=False, soft_wrap=True)
+
+
+class RichStudyProgress(StudyProgress):
+    """A progress bar: runs done of those to compute, failures, time left."""
+
+    def __init__(self, console) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self.bar = Progress(TextColumn("[bold]study"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("runs, {task.fields[failed]} failed,"
+                                       "{task.fields[infeasible]}"),
+                            TimeRemainingColumn(), TextColumn("left,"), TimeElapsedColumn(),
+                            TextColumn("elapsed"), console=console)
+        self.task = None
+        self.failed = self.infeasible = 0
+
+    def start(self, study: Study, todo: int, done: int, infeasible: int = 0) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task("study", total=todo, failed=0, infeasible="")
+
+    def advance(self, outcome: Outcome) -> None:
+        self.failed += outcome.error is not None and outcome.infeasible is None
+        self.infeasible += outcome.infeasible is not None
+        self.bar.update(self.task, advance=1, failed=self.failed,
+                        infeasible=f" {self.infeasible} infeasible," if self.infeasible else "")
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+def study_progress(console) -> StudyProgress:
+    """A bar on a terminal, plain lines otherwise."""
+    return RichStudyProgress(console) if console.is_terminal else PlainStudyProgress(console)
+
+
+def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
+                ids: bool = False):
+    """Every grid point in grid order with its status and main metrics (numbered as the
+    rows of results.csv), or with ``ids`` its run id instead (a rich Table)."""
+    from rich import box
+    from rich.table import Table
+
+    caption = f"runs in {study.out_dir / 'runs'}"
+    if not ids:
+        caption += ", ids in results.csv; SLA %: share of the SLA windows kept"
+    table = Table(title=f"olsctl study: {study.source}", title_justify="left",
+                  caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    if not ids:
+        table.add_column("#", justify="right", no_wrap=True)
+    for i, col in enumerate(study.columns):
+        widest = max(len(p.labels[i]) for p in study.points)
+        table.add_column(col, overflow="fold", min_width=min(max(widest, 1), 10))
+    shown = [] if ids else _shown_metrics(study)
+    if ids:
+        table.add_column("id", no_wrap=True)
+    for _key, (head, _scale), _digits in shown:
+        table.add_column(head, justify="right", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for p in study.points:
+        status = "done" if p.run_id in done else "failed" if p.run_id in failed else "missing"
+        if ids:
+            cells = [p.run_id]
+        elif p.run_id in done:
+            values = metric_values(done[p.run_id], tuple(k for k, _h, _d in shown))
+            cells = [_fmt(v, scale, d) for v, (_k, (_h, scale), d) in zip(values, shown)]
+        else:
+            cells = ["-"] * len(shown)
+        number = [] if ids else [str(p.index + 1)]
+        table.add_row(*number, *(text or "-" for text in p.labels), *cells, status)
+    return table
+
+
+def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int]]:
+    """(summary key, (heading, scale), digits) of the metrics the table shows."""
+    shown = [("mean_bsld", ("bsld", 1.0), 2), ("mean_wait_s", ("wait h", 1 / 3600), 1),
+             ("utilization", ("util", 1.0), 3)]
+    if CONTROLLER_METRICS[0] in study.metric_columns:
+        shown.append(("processor_savings", ("saved", 1.0), 3))
+    if POWER_METRICS[0] in study.metric_columns:
+        shown += [("energy_j", ("MWh", 1 / 3.6e9), 2), ("csr", ("CSR", 1.0), 3)]
+    shown.append(("sla_windows_kept_share", ("SLA %", 100.0), 1))
+    return shown
+
+
+def _fmt(value: Any, scale: float, digits: int) -> str:
+    return "-" if value is None else f"{value * scale:,.{digits}f}"

@@ -1,0 +1,259 @@
+"""EASY's kernels (olsctl.policies.kernels): the rules of a pass worked out by hand, the
+queue orders against olsctl.policies.order, and the compiled what-if loop against the
+what-if engine's own loop (both call the same pass, so this checks the loop, the wakes,
+the horizon and the SLA bound with its resumption).
+
+Every test here is also run with numba's JIT disabled (marker ``nojit``, see
+conftest.py): :func:`test_the_nojit_subset_passes_uncompiled` runs that subset in a
+subprocess with ``NUMBA_DISABLE_JIT=1``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from numba.core import config as numba_config
+
+from conftest import REPO_ROOT, make_workload
+from olsctl.policies import kernels
+from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.order import ORDERS
+from olsctl.sim import MainSimulator
+from olsctl.state import SimState
+from olsctl.whatif import _compiled, steps
+
+INF = math.inf
+I64 = np.int64
+
+
+def test_the_jit_is_off_exactly_when_asked():
+    """Compiled kernels, unless numba's JIT is disabled: then the same source runs as
+    plain Python functions."""
+    assert isinstance(kernels.admit, types.FunctionType) == bool(numba_config.DISABLE_JIT)
+
+
+def test_compile_kernels_reports_seconds():
+    assert kernels.compile_kernels() >= 0.0
+
+
+# -- the rules, by hand --------------------------------------------------------------------
+
+@pytest.mark.parametrize("p,now,est,free,shadow_s,extra,want", [
+    (3, 0.0, 5.0, 2, INF, 0, -1),     # wider than the free processors
+    (2, 0.0, 5.0, 2, INF, 0, 0),      # no reservation yet: fitting is enough
+    (2, 2.0, 8.0, 4, 10.0, 1, 1),     # ends exactly at the shadow time: extra untouched
+    (2, 2.0, 7.0, 4, 10.0, 0, 0),     # ends before it
+    (2, 2.0, 9.0, 4, 10.0, 3, 1),     # ends after it: takes 2 of the 3 extra
+    (2, 2.0, 9.0, 4, 10.0, 1, -1),    # ends after it and the extra is too small
+    (1, 2.0, 9.0, 4, 10.0, 1, 0),     # uses the last extra processor
+])
+def test_admit(p, now, est, free, shadow_s, extra, want):
+    assert kernels.admit(p, now, est, free, shadow_s, extra) == want
+
+
+def _running(ends, procs):
+    return np.asarray(ends, dtype=float), np.asarray(procs, dtype=I64), len(ends)
+
+
+@pytest.mark.parametrize("now,avail,need,ends,procs,want", [
+    # 2 free after the first end at 10, but the second job ending at 10 counts too:
+    # 4 free, extra 2
+    (0.0, 0, 2, [10.0, 10.0, 20.0], [2, 2, 4], (10.0, 2)),
+    # the first end that frees enough is the second: 1 + 2 + 3 = 6 >= 5, extra 1
+    (0.0, 1, 5, [10.0, 15.0, 20.0], [2, 3, 4], (15.0, 1)),
+    # an expected end already past (a job running over its estimate): never before now
+    (8.0, 1, 3, [5.0, 30.0], [2, 4], (8.0, 0)),
+    # not enough processors even with everything ended: no reservation
+    (0.0, 1, 9, [10.0, 20.0], [2, 4], (INF, 0)),
+    # enough free already (a head held back by another test): no reservation either
+    (0.0, 4, 3, [10.0], [2], (INF, 1)),
+])
+def test_shadow_extra(now, avail, need, ends, procs, want):
+    run_end, run_p, n = _running(ends, procs)
+    got = kernels.shadow_extra(now, avail, need, run_end, run_p, n)
+    assert (float(got[0]), int(got[1])) == want
+
+
+def _pass(code, now, free, queue, procs, est, submit, running):
+    """kernels.easy_pass on plain lists; running = [(end, job)]; returns (started,
+    shadow, extra, head, running after)."""
+    procs = np.asarray(procs, dtype=I64)
+    n = procs.size
+    run_end, run_job, run_p = np.zeros(n), np.zeros(n, dtype=I64), np.zeros(n, dtype=I64)
+    for k, (end, j) in enumerate(running):
+        run_end[k], run_job[k], run_p[k] = end, j, procs[j]
+    started = np.zeros(n, dtype=I64)
+    ns, n_run, shadow_s, extra, head = kernels.easy_pass(
+        code, now, free, np.asarray(queue, dtype=I64), procs, np.asarray(est, dtype=float),
+        np.asarray(submit, dtype=float), run_end, run_job, run_p, len(running), started)
+    after = list(zip(run_end[:n_run].tolist(), run_job[:n_run].tolist()))
+    return started[:ns].tolist(), float(shadow_s), int(extra), int(head), after
+
+
+def test_a_pass_by_hand():
+    """8 processors, now 2. Job 0 (4 procs) runs until 10; jobs 1-5 wait in this order.
+    Job 1 (5 procs) is the blocked head: at 10 job 0 ends and 8 are free, so shadow 10,
+    extra 3. Job 2 (2 procs, ends 102) starts on the extra: extra 1, free 2. Job 3 (2,
+    ends 102) fits but 2 > extra 1: refused. Job 4 (1, ends 102) takes the last extra
+    processor: free 1. Job 5 (1, ends 2 + 8 = 10, exactly the shadow time) needs no
+    extra: it starts, and with no processor left the pass ends."""
+    procs = [4, 5, 2, 2, 1, 1]
+    est = [8.0, 5.0, 100.0, 100.0, 100.0, 8.0]
+    started, shadow_s, extra, head, after = _pass(
+        kernels.FCFS, 2.0, 4, [1, 2, 3, 4, 5], procs, est, [0.0] * 6, [(10.0, 0)])
+    assert (started, shadow_s, extra, head) == ([2, 4, 5], 10.0, 0, 1)
+    assert after == [(10.0, 0), (10.0, 5), (102.0, 2), (102.0, 4)]  # (end, job) order
+
+
+def test_heads_start_while_they_fit_and_a_full_machine_skips_the_pass():
+    """Jobs 0 and 1 fit one after the other; job 2 (3 procs) is blocked with 1 free and
+    nothing running ends in time for it to matter: shadow at job 0's end, 2 + 2 = 4 >= 3,
+    extra 1. With no processor free the pass does nothing, not even reserve."""
+    procs, est = [2, 1, 3], [10.0, 20.0, 5.0]
+    started, shadow_s, extra, head, _ = _pass(kernels.FCFS, 0.0, 4, [0, 1, 2], procs, est,
+                                              [0.0] * 3, [])
+    assert (started, shadow_s, extra, head) == ([0, 1], 10.0, 0, 2)
+    assert _pass(kernels.FCFS, 0.0, 0, [0, 1, 2], procs, est, [0.0] * 3, [])[:4] == \
+        ([], INF, 0, -1)
+
+
+# -- queue orders --------------------------------------------------------------------------
+
+def test_orders_match_olsctl_policies_order():
+    """Each order over arrays gives the list olsctl.policies.order gives, ties kept in
+    arrival order (few distinct sizes and estimates make many ties)."""
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n = int(rng.integers(1, 40))
+        procs = rng.choice([1, 2, 4, 8], size=n)
+        est = rng.choice([60.0, 100.0, 250.0, 3600.0], size=n)
+        submit = np.sort(rng.choice([0.0, 10.0, 500.0, 777.0], size=n))
+        state = SimState(64, list(range(n)), submit, procs, est, est)
+        state.now_s = 1000.0 + float(rng.integers(0, 5000))
+        queue = sorted(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).tolist())
+        for name, code in kernels.ORDER_CODES.items():
+            got = kernels.ordered_queue(code, state.now_s, np.asarray(queue, dtype=I64),
+                                        procs.astype(I64), est, submit)
+            assert got.tolist() == list(ORDERS[name](state, queue)), name
+
+
+def test_wfp_keys_are_python_floats_to_the_bit():
+    """WFP's key, compiled, equals the Python expression of olsctl.policies.order to the
+    last bit (a cube by repeated multiplication would round differently)."""
+    rng = np.random.default_rng(3)
+    now = 9.0e7
+    submit = rng.uniform(0.0, now, size=3000)
+    est = rng.integers(1, 200000, size=3000).astype(float)
+    procs = rng.integers(1, 1024, size=3000)
+    for s, e, p in zip(submit.tolist(), est.tolist(), procs.tolist()):
+        want = -(((now - s) / e) ** 3) * p
+        assert kernels.order_key(kernels.WFP, now, s, p, e) == want
+
+
+# -- the compiled what-if loop against the engine's loop -----------------------------------
+
+class PlainEasy(EasyBackfill):
+    """EASY under another type: the what-if engine runs its own loop for it (calling the
+    same compiled pass), which the compiled loop must match."""
+
+
+def _snapshot(seed: int, order: str, estimates: str):
+    """A main-simulator snapshot of a random workload, taken while jobs wait."""
+    rng = np.random.default_rng(seed)
+    machine = int(rng.integers(4, 17))
+    n = int(rng.integers(10, 40))
+    submit = np.cumsum(rng.choice([0, 0, 1, 5, 20], size=n)).astype(float)
+    runtime = rng.choice([1, 5, 10, 30, 60, 100, 400], size=n).astype(float)
+    procs = rng.integers(1, machine + 1, size=n)
+    factor = rng.choice([1, 2, 5], size=n)
+    requested = np.where(rng.random(n) < 0.3, -1.0, np.ceil(runtime * factor))
+    w = make_workload(list(range(1, n + 1)), submit, runtime, procs, requested,
+                      machine_procs=machine)
+    sim = MainSimulator(w, EasyBackfill(order), w.estimate_s(estimates))
+    snaps = []
+    cut = float(submit[len(submit) // 2]) + float(rng.integers(0, 3))
+    sim.at(cut, lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    return snaps[0], rng
+
+
+def _drive(snap, policy, change, until_s, stop_above, limits):
+    """Run ``steps`` from ``snap`` with ``change`` applied to the state first; send the
+    ``limits`` in turn while the run is cut short. Returns the bounds yielded and the
+    state afterwards."""
+    state = SimState.from_snapshot(snap)
+    change(state)
+    gen = steps(state, policy, watch_snapshot=True, until_s=until_s, stop_above=stop_above)
+    bounds = [next(gen, None)]
+    for limit in limits:
+        if bounds[-1] is None:
+            break
+        try:
+            bounds.append(gen.send(limit))
+        except StopIteration:
+            bounds.append(None)
+    return bounds, state
+
+
+def _state_of(state: SimState) -> tuple:
+    return (state.now_s, [s if s == s else "nan" for s in state.start_s], state.queue,
+            state.running, state.busy_procs, state.active_procs, state.wake,
+            state.pass_due, state.finishes)
+
+
+CHANGES = {
+    "none": lambda st: None,
+    "fewer": lambda st: st.set_active(max(1, st.active_procs - 3)),
+    "wake": lambda st: (st.set_active(max(1, st.active_procs // 2)),
+                        st.request_active(st.total_procs, 17.0)),
+}
+
+
+@pytest.mark.parametrize("order", list(kernels.ORDER_CODES))
+@pytest.mark.parametrize("estimates", ["exact", "user"])
+def test_compiled_loop_matches_the_engine_loop(order, estimates):
+    checked = cut_short = 0
+    for seed in range(12):
+        snap, rng = _snapshot(seed, order, estimates)
+        for name, change in CHANGES.items():
+            metric = ["mean_bsld", "mean_wait_s", "max_wait_s", "p95_bsld"][seed % 4]
+            low = {"mean_bsld": 1.2, "mean_wait_s": 5.0, "max_wait_s": 20.0,
+                   "p95_bsld": 1.0}[metric]
+            for stop_above, until_s in ((None, INF), ((metric, low), INF),
+                                        (None, snap.now_s + float(rng.integers(5, 60)))):
+                limits = [low * 2.0, low * 4.0, None]
+                runs = []
+                for policy in (EasyBackfill(order), PlainEasy(order)):
+                    state = SimState.from_snapshot(snap)
+                    assert _compiled(policy, state) == (type(policy) is EasyBackfill)
+                    bounds, state = _drive(snap, policy, change, until_s, stop_above, limits)
+                    runs.append((bounds, _state_of(state)))
+                assert runs[0] == runs[1], (seed, name, stop_above, until_s)
+                checked += 1
+                cut_short += runs[0][0][0] is not None
+    assert checked == 12 * len(CHANGES) * 3
+    assert cut_short >= 6  # the bound and its resumption were exercised
+
+
+# -- the uncompiled subset -----------------------------------------------------------------
+
+def test_the_nojit_subset_passes_uncompiled():
+    """The tests marked ``nojit`` (conftest.py: these, EASY's rules and oracle, the
+    contract suites' EASY cases) pass with numba's JIT disabled: the kernels' source is
+    the policy, compiled or not."""
+    if numba_config.DISABLE_JIT:
+        pytest.skip("already running uncompiled")
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-m", "nojit", "-p", "no:cacheprovider",
+         str(REPO_ROOT / "tests")],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    tail = "\n".join(out.stdout.splitlines()[-30:])
+    assert out.returncode == 0, tail
+    assert " passed" in tail and " failed" not in tail, tail
