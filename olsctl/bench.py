@@ -419,3 +419,77 @@ def bench_feedback_turns(trace: str, search: str = "grid", estimates: str = "exa
             if feedback not in best or row.controller_s < best[feedback].controller_s:
                 best[feedback] = row
     return best[False], best[True]
+
+
+#: configs/easy-ols.yaml's controller as shipped (cheapest-first, SLA feedback, one worker)
+EASY_OLS_CONTROLLER = {**LAWSON_CONTROLLER, "search": "cheapest-first", "n_jobs": 1,
+                       "sla": {**LAWSON_CONTROLLER["sla"], "feedback": True}}
+
+
+@dataclass
+class TickCostRow:
+    """What EASY/OLS's controller cost on one log: its ticks, the what-ifs it ran (each
+    resumption of one cut short counts), the ticks that missed the SLA (or the limit SLA
+    feedback set) and the controller's wall time (s)."""
+
+    log: str
+    ticks: int
+    whatifs: int
+    misses: int
+    controller_s: float
+
+    @property
+    def per_tick_ms(self) -> float:
+        """Controller wall milliseconds per tick."""
+        return 1000.0 * self.controller_s / self.ticks if self.ticks else 0.0
+
+    @property
+    def whatifs_per_tick(self) -> float:
+        return self.whatifs / self.ticks if self.ticks else 0.0
+
+
+def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exact",
+              label: str | None = None) -> TickCostRow:
+    """Run EASY under ``controller`` (default :data:`EASY_OLS_CONTROLLER`) on ``trace``
+    (outputs to a temporary directory) and say what the controller cost per tick."""
+    import tempfile
+
+    from olsctl.config import build_config
+    from olsctl.runner import execute
+
+    with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
+        config = build_config({"trace": trace, "estimates": estimates, "policy": {"name": "easy"},
+                               "out": tmp, "controller": controller or EASY_OLS_CONTROLLER},
+                              source="bench")
+        gc.collect()
+        result = execute(config)
+    c = result.summary["controller"]
+    return TickCostRow(label or result.summary["trace"], c["ticks"], c["whatifs"],
+                       c["sla_misses"], result.controller_wall_s)
+
+
+def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
+                    repeat: int = 1, controller: dict | None = None,
+                    estimates: str = "exact") -> tuple[TickCostRow, TickCostRow]:
+    """EASY/OLS's cost per tick on a congested synthetic log (:func:`olsctl.synth.
+    congested_swf` with ``spec`` and ``seed``: more work offered than the machine can do,
+    a queue of hundreds of jobs for weeks, no candidate meeting the SLA at most ticks)
+    and on the ``quiet`` log, ``repeat`` times in turns (congested, quiet, congested,
+    ...), so that a slow spell of the machine falls on both; for each, the run whose
+    controller took least. Returns (congested, quiet)."""
+    import tempfile
+    from pathlib import Path
+
+    from olsctl.synth import CongestedSpec, congested_swf
+
+    spec = spec or CongestedSpec()
+    best: dict[str, TickCostRow] = {}
+    with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
+        path = congested_swf(Path(tmp) / "congested.swf", spec, seed)
+        label = f"congested (seed {seed}, {spec.jobs} jobs, load {spec.load:g})"
+        for _ in range(repeat):
+            for key, trace, name in (("congested", str(path), label), ("quiet", quiet, None)):
+                row = tick_cost(trace, controller, estimates, name)
+                if key not in best or row.controller_s < best[key].controller_s:
+                    best[key] = row
+    return best["congested"], best["quiet"]

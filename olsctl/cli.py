@@ -42,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                          description="Replay a workload under a scheduling policy and write "
                                      "jobs.csv, timeseries.csv and summary.json.")
     run.add_argument("config", nargs="?", help="YAML run config (default: built-in defaults)")
-    run.add_argument("--trace", help="SWF file (plain or gzipped) or bundled log name "
-                                     f"({', '.join(BUNDLED)})")
+    run.add_argument("--trace", help="SWF file (plain or gzipped), Slurm sacct dump, "
+                                     f"or bundled log name ({', '.join(BUNDLED)})")
     run.add_argument("--procs", type=int, help="machine size (default: from the trace header)")
     run.add_argument("--policy", help="policy name (e.g. easy)")
     run.add_argument("--estimates", choices=("exact", "user"), help="runtime estimates")
@@ -166,6 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--feedback", action="store_true",
                        help="with --ols: compare the controller open loop and with SLA "
                             "feedback (n_jobs 1, in turns) instead of n_jobs 1 and 2")
+    bench.add_argument("--congested", action="store_true",
+                       help="with --ols: the controller's cost per tick on a congested "
+                            "synthetic log (load 1.8, hundreds of jobs waiting for weeks) "
+                            "beside a quiet log (the first named, default KTH-SP2), in turns")
     return p
 
 

@@ -1,13 +1,15 @@
 """Synthetic job logs: seeded, deterministic SWF files for studies and benchmarks.
 
 Here belongs :func:`congested_swf`, a log whose machine is offered more work than it can
-do (load 1.3 to 2), with many wide, long jobs among short narrow ones: its queue grows
-to thousands of jobs that wait for weeks, which is where an online-simulation controller
-finds that no candidate meets the SLA, tick after tick. Nothing here simulates.
+do (load 1.3 to 2), half of its jobs wide (up to half the machine, a minute to a day and
+a half long) among short narrow ones: its queue grows for weeks (with the defaults and
+EASY/OLS, to some 750 jobs waiting, and takes weeks more to drain), which is where an
+online-simulation controller finds that no candidate meets the SLA, tick after tick.
+Nothing here simulates.
 
-Only :class:`random.Random`'s ``random()`` is drawn from (its stream for an integer seed
-is fixed across Python versions), and every number is written as an integer, so the
-same arguments give the same bytes on any machine.
+The draws come from :class:`random.Random`'s ``random()`` alone (its stream for an
+integer seed does not change between Python versions) and every number is written as an
+integer, so the same arguments give the same bytes.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from olsctl.cli import main
 from olsctl.config import CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, load_config
@@ -19,9 +21,9 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
-def _olsctl_commands() -> list[str]:
+def _olsctl_commands(text: str = README) -> list[str]:
     cmds = []
-    for block in _blocks("sh"):
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
             for part in line.split("&&"):
@@ -31,7 +33,21 @@ def _olsctl_commands() -> list[str]:
     return cmds
 
 
-FAST = [c for c in _olsctl_commands() if c != "olsctl bench"]
+def _section(title: str) -> str:
+    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _recipes() -> dict[str, list[str]]:
+    """The commands of each recipe, in order (they run one after another)."""
+    recipes = {}
+    for part in _section("Recipes").split("\n### ")[1:]:
+        title, body = part.split("\n", 1)
+        recipes[title.strip()] = [c for c in _olsctl_commands(body) if c.startswith("olsctl")]
+    return recipes
+
+
+RECIPE_COMMANDS = {c for cmds in _recipes().values() for c in cmds}
+FAST = [c for c in _olsctl_commands() if c != "olsctl bench" and c not in RECIPE_COMMANDS]
 
 
 @pytest.fixture
@@ -116,3 +132,43 @@ def test_power_reference_lists_every_power_key():
     table = README.split("### Power", 1)[1].split("\n### ", 1)[0]
     shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
     assert shown == set(POWER_KEYS)
+
+
+def _trimmed_sla_power_study(path: Path) -> None:
+    """``configs/study-sla-power.yaml`` cut to one log, one SLA level and two schemes (its
+    60 runs take hours): the recipe's commands then run as written, on fewer runs."""
+    study = yaml.safe_load(path.read_text())
+    study["grid"]["trace"] = ["KTH-SP2"]
+    study["grid"]["sla.max"] = [200]
+    study["grid"]["scheme"] = {k: study["grid"]["scheme"][k] for k in ("EASY", "procs")}
+    path.unlink()
+    path.write_text(yaml.safe_dump(study))
+
+
+@pytest.mark.parametrize("title", list(_recipes()))
+def test_readme_recipe_runs(title, tmp_path, monkeypatch, capsys):
+    """Each recipe's commands, in order, in one directory (the Slurm recipe's dump is the
+    hand-made sample of tests/test_slurm.py). Everything each shows or writes is checked."""
+    (tmp_path / "traces").symlink_to(ROOT / "traces")
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    _trimmed_sla_power_study(tmp_path / "configs" / "study-sla-power.yaml")
+    shutil.copy(ROOT / "tests" / "data" / "slurm" / "sample.sacct", tmp_path / "jobs.sacct")
+    monkeypatch.chdir(tmp_path)
+    commands = _recipes()[title]
+    assert commands, title
+    for command in commands:
+        assert main(shlex.split(command)[1:]) == 0, (command, capsys.readouterr().err)
+    out = capsys.readouterr().out
+    if title.startswith("Tune"):
+        tuned = yaml.safe_load((tmp_path / "runs" / "tune-mqbf-ols" / "tuned.yaml").read_text())
+        assert tuned["policy"]["queues"] == 3 and tuned["policy"]["boundaries_s"] == [300, 3000]
+    elif title.startswith("An SLA"):
+        report = tmp_path / "studies" / "sla-power" / "report"
+        assert (report / "tradeoff.png").is_file() and (report / "weekly.png").is_file()
+    elif title.startswith("Watch"):
+        assert (tmp_path / "runs" / "easy-ols-live" / "live.jsonl").is_file()
+        assert "easy-ols-live" in out
+    else:
+        assert (tmp_path / "mine.swf").is_file() and (tmp_path / "mine-key.csv").is_file()
+        assert {p.name for p in (tmp_path / "runs" / "mine").iterdir()} >= {
+            "jobs.csv", "timeseries.csv", "summary.json"}

@@ -10,7 +10,6 @@ congested ticks are not decided by running every candidate in full.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 from types import SimpleNamespace
@@ -109,10 +108,9 @@ def _same_decision(settings: ControllerSettings, snap: Snapshot, limit: float) -
             assert t == full[t.candidate]
     # what-ifs run in full besides the chosen one (a candidate too small for a waiting
     # job is not run at all: its trial is complete and infinite)
-    in_full = sum(1 for t in out.trials if t.complete and not t.unstarted) - 1
-    return {"met": out.sla_met, "cut": len(cut), "trials": len(out.trials),
-            "others_in_full": in_full,
-            "others_run": sum(1 for t in out.trials if not t.unstarted) - 1}
+    others = [t for t in out.trials if not t.unstarted and t.candidate != out.best.candidate]
+    return {"met": out.sla_met, "cut": len(cut), "others_run": len(others),
+            "others_in_full": sum(1 for t in others if t.complete)}
 
 
 def test_the_closest_is_the_exhaustive_rules_choice_on_random_snapshots():
@@ -137,7 +135,7 @@ def test_the_closest_is_the_exhaustive_rules_choice_on_random_snapshots():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_closest_is_the_exhaustive_rules_choice_on_congested_snapshots(seed):
     # Snapshots of a congested log (its queue grows for weeks) taken every eighth of its
-    # submission span and at the end; Lawson & Smirni's candidates; limits from the
+    # submission span, and an eighth past it; Lawson & Smirni's candidates; limits from the
     # tightest (1) to well above what the whole machine reaches. Where none meets the
     # SLA, the candidates that are not the closest are left cut short, not run in full.
     w, span_s = _congested_workload(seed)
@@ -212,4 +210,19 @@ def test_congested_log_is_seeded_deterministic_and_offers_the_load(tmp_path):
     # a bad setting is refused with its name
     with pytest.raises(ValueError, match="load"):
         congested_swf(tmp_path / "d.swf", CongestedSpec(load=0.0))
-    assert not math.isnan(offered)
+
+
+def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path):
+    # olsctl.bench.bench_congested on a small congested log against a quiet one (the same
+    # generator at a load of 0.15): both rows count ticks and what-ifs; the
+    # congested log misses the SLA at more ticks and runs more what-ifs a tick.
+    from olsctl.bench import bench_congested
+
+    quiet = congested_swf(tmp_path / "quiet.swf", replace(SMALL, load=0.15), seed=1)
+    busy, calm = bench_congested(str(quiet), SMALL, seed=1)
+    assert busy.log.startswith("congested (seed 1") and calm.log == "quiet.swf"
+    for row in (busy, calm):
+        assert row.ticks > 0 and row.whatifs >= row.ticks and row.controller_s >= 0.0
+        assert row.per_tick_ms == 1000.0 * row.controller_s / row.ticks
+    assert busy.misses > calm.misses
+    assert busy.whatifs_per_tick > calm.whatifs_per_tick

@@ -4,8 +4,8 @@ A handler takes the parsed arguments and the consoles of output and errors, ``(a
 out, err)``, and returns the exit code: it calls the modules that do the work and hands
 their results to renderers (:mod:`olsctl.reporting`, rich tables of its own). Known input
 errors (:class:`olsctl.errors.OlsctlError`) go up to :func:`olsctl.cli.main`, which
-turns them into one line and :data:`EXIT_INPUT`. Heavy modules are imported inside the
-handlers, so that ``olsctl`` starts fast whatever the command.
+turns them into one line and :data:`EXIT_INPUT`. The modules that do the work are
+imported inside the handlers, so a command loads only what it needs.
 
 - :mod:`~olsctl.commands.run`: ``run`` and ``monitor``;
 - :mod:`~olsctl.commands.study`: ``study`` and ``tune``;

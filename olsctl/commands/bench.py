@@ -68,6 +68,33 @@ def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int
     return EXIT_OK
 
 
+def _short(log: str) -> str:
+    """A log's name without its archive version and suffix (``KTH-SP2``)."""
+    return log.split("-19")[0].split("-20")[0].removesuffix(".swf").removesuffix(".gz")
+
+
+def _bench_congested(args: argparse.Namespace, out: Console) -> int:
+    """EASY/OLS's cost per tick on the congested synthetic log beside a quiet one."""
+    from olsctl.bench import bench_congested
+
+    quiet = args.traces[0] if args.traces else "KTH-SP2"
+    rows = bench_congested(quiet, repeat=args.repeat, estimates=args.estimates)
+    table = Table(title=f"EASY/OLS (configs/easy-ols.yaml's controller, {args.estimates} "
+                        f"estimates): the controller's cost per tick, best of {args.repeat} "
+                        f"in turns", title_justify="left")
+    for col in ("log", "ticks", "missed SLA", "what-ifs/tick", "controller s", "ms/tick"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(_short(r.log), f"{r.ticks:,}", f"{r.misses:,}", f"{r.whatifs_per_tick:.2f}",
+                      f"{r.controller_s:.2f}", f"{r.per_tick_ms:.2f}")
+    out.print(table)
+    congested, calm = rows
+    if calm.per_tick_ms > 0:
+        out.print(f"congested / {_short(calm.log)}: {congested.per_tick_ms / calm.per_tick_ms:.1f}x "
+                  f"per tick", highlight=False)
+    return EXIT_OK
+
+
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     if args.repeat is None:
         args.repeat = 1 if args.ols else 3
@@ -83,7 +110,11 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
 
         big_dir = tempfile.TemporaryDirectory(prefix="olsctl-big-")
         paths.append(make_big_log(Path(big_dir.name)))
+    if args.congested and not args.ols:
+        raise ConfigError("command line: --congested: only with --ols")
     try:
+        if args.ols and args.congested:
+            return _bench_congested(args, out)
         if args.ols:
             return (_bench_feedback if args.feedback else _bench_ols)(paths, args, out)
         rows = [_bench_log(path, args, out) for path in paths]
@@ -129,8 +160,7 @@ def _bench_table(rows: list, args: argparse.Namespace) -> Table:
                   caption_justify="left")
     table.add_column("")
     for row in rows:
-        table.add_column(row.trace.split("-19")[0].split("-20")[0].removesuffix(".swf"),
-                         justify="right")
+        table.add_column(_short(row.trace), justify="right")
     figures = [
         ("jobs", lambda r: f"{r.jobs:,}"),
         ("whole run s", lambda r: f"{r.whole_s:.2f}"),

@@ -134,7 +134,11 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
     stopped when it ran in this process, else from the start), from the lowest bound
     up, until the complete ones settle it (the choice is then the one a run without
     cut-offs makes). It is cut short again once it surely scores worse than the best
-    complete one so far. Raises RuntimeError when such a what-if fails."""
+    complete one so far; ``best`` only falls, so it never goes on again, and in this
+    process each what-if of the tick runs at most once from its start, in pieces. The
+    bounds of the what-ifs cut short at the SLA are nearly equal, so the larger machine
+    (the tie order), usually the closest, tends to go first. Raises RuntimeError when
+    such a what-if fails."""
     metric = ctx.sla_metric
     trials = list(trials)
     while True:

@@ -115,11 +115,13 @@ def trace_calendar(config) -> tuple[int | None, int | None]:
     """``UnixStartTime`` and ``TimeZone`` from the header of the trace of ``config`` (a
     :class:`olsctl.config.RunConfig`): what places its calendar weeks. (None, None) when the
     trace cannot be read (the run itself then says why)."""
+    from olsctl.slurm import SacctReader, is_sacct
     from olsctl.swf import SwfReader
     from olsctl.workload import resolve_trace
 
     try:
-        reader = SwfReader(resolve_trace(config.trace, config.base_dir), skip_bad_lines=True)
+        path = resolve_trace(config.trace, config.base_dir)
+        reader = (SacctReader if is_sacct(path) else SwfReader)(path, skip_bad_lines=True)
         for _record in reader:  # the header is the comment lines before the first job
             break
     except OlsctlError:
