@@ -322,7 +322,8 @@ def _check_out(config: RunConfig) -> None:
         if not path.is_dir():
             what = ("exists and is not a directory" if path == out
                     else f"cannot be made: {path} is a file")
-            raise ConfigError(f"{config.source}: out: {config.out} {what}")
+            source = "command line" if config.source == "<defaults>" else config.source
+            raise ConfigError(f"{source}: out: {config.out} {what}")
         return
 
 

@@ -182,6 +182,10 @@ def test_run_into_an_existing_file_is_a_one_line_error(tmp_path, monkeypatch, ca
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert err == f"ConfigError: command line: out: {why}\n", err
+    # with no config and no --trace too (the built-in defaults): still the command line
+    assert main(["run", "--out", "afile", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("ConfigError: command line: out: afile exists and is "
+                                       "not a directory\n")
     assert (tmp_path / "afile").read_text() == "not a directory"
 
 
