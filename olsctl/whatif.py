@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
+from itertools import chain
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from olsctl.policies.easy import EasyBackfill
 from olsctl.state import SimState, Snapshot
 
 INF = float("inf")
+_missed = kernels.python_form(kernels.missed)
 
 
 @dataclass(frozen=True)
@@ -231,16 +233,14 @@ class MissBound:
     def __init__(self, state: SimState, n_snap: int, metric: str, limit: float) -> None:
         self.metric, self.limit = metric, limit
         self.code = kernels.BOUND_METRICS[metric]
-        self.submit = np.array(state.submit_s[:n_snap], dtype=float)
-        self.runtime = np.array(state.runtime_s[:n_snap], dtype=float)
+        cols = np.array((state.submit_s[:n_snap], state.runtime_s[:n_snap],
+                         state.start_s[:n_snap]), dtype=float)
+        self.submit, self.runtime = cols[0], cols[1]
         self.acc = np.zeros(4)
         self.cnt = np.zeros(2, dtype=np.int64)
         self.seen = np.zeros(n_snap, dtype=np.bool_)
-        jobs = [j for _, j in state.running]
-        start_s = state.start_s
         kernels.bound_open(self.code, self.acc, self.cnt, self.seen, state.now_s,
-                           np.array(jobs, dtype=np.int64),
-                           np.array([start_s[j] for j in jobs], dtype=float),
+                           np.array([j for _, j in state.running], dtype=np.int64), cols[2],
                            self.submit, self.runtime, BSLD_BOUND_S)
 
     def start(self, j: int, now: float) -> None:
@@ -252,7 +252,7 @@ class MissBound:
                                          self.submit))
 
     def missed(self, now: float) -> bool:
-        return bool(kernels.missed(self.value(now), self.limit))
+        return _missed(self.value(now), self.limit)
 
 
 def _compiled(policy, state: SimState) -> bool:
@@ -288,22 +288,24 @@ class _EasyRun:
         nq, running, wake = len(state.queue), state.running, state.wake
         n_run = len(running)
         metric = 0 if stop_above is None or n == 0 else k.BOUND_METRICS.get(stop_above[0], 0)
-        ints = self.ints = np.empty(k.BLOCKS * n + k.N_COUNTS, dtype=np.int64)
-        ints[:n] = state.procs
+        ints = self.ints = np.empty(k.INT_BLOCKS * n + k.N_COUNTS, dtype=np.int64)
+        ints[k.PROCS * n:k.PROCS * n + n] = state.procs
         ints[k.QUEUE * n:k.QUEUE * n + nq] = state.queue
-        if n_run:
-            ints[k.RUN_JOB * n:k.RUN_JOB * n + n_run] = [j for _, j in running]
-        ints[k.BLOCKS * n:] = (state.active_procs, state.busy_procs, nq, n_run, 0,
-                               0 if wake is None else wake[1], state.pass_due, metric, 0, 0,
-                               0, 0)
-        floats = self.floats = np.empty(k.BLOCKS * n + k.N_FLOATS)
+        ints[k.INT_BLOCKS * n:] = (state.active_procs, state.busy_procs, nq, n_run, 0,
+                                   0 if wake is None else wake[1], state.pass_due, metric,
+                                   0, 0, 0, 0)
+        floats = self.floats = np.empty((k.FLOAT_BLOCKS + 2) * n + k.N_TAIL)
         floats[k.EST * n:k.EST * n + n] = state.estimate_s
         floats[k.RUNTIME * n:k.RUNTIME * n + n] = state.runtime_s
         floats[k.SUBMIT * n:k.SUBMIT * n + n] = state.submit_s
         floats[k.START * n:k.START * n + n] = state.start_s
-        floats[k.BLOCKS * n:k.BLOCKS * n + k.N_CLOCK] = (
-            state.now_s, k.INF if wake is None else wake[0], until_s,
-            stop_above[1] if metric else 0.0, 0.0)
+        at = self.run_at = k.FLOAT_BLOCKS * n
+        if n_run:
+            floats[at:at + 2 * n_run] = np.fromiter(chain.from_iterable(running), float,
+                                                    2 * n_run)
+        at = self.tail_at = at + 2 * n
+        floats[at:at + k.N_CLOCK] = (state.now_s, k.INF if wake is None else wake[0],
+                                     until_s, stop_above[1] if metric else 0.0, 0.0)
         self.seen = np.zeros(n if metric else 0, dtype=np.bool_)
         k.forward_open(n, ints, floats, self.seen, BSLD_BOUND_S)
         self.bound = k.INF
@@ -317,17 +319,16 @@ class _EasyRun:
 
     def go_on(self, limit: float | None) -> None:
         """Go on under a higher ``limit`` (None: no more cuts)."""
-        k, at = kernels, kernels.BLOCKS * self.n
         if limit is None:
-            self.ints[at + k.METRIC] = 0
+            self.ints[kernels.INT_BLOCKS * self.n + kernels.METRIC] = 0
         else:
-            self.floats[at + k.LIMIT] = limit
+            self.floats[self.tail_at + kernels.LIMIT] = limit
 
     def _write_back(self) -> None:
         k, st, n = kernels, self.state, self.n
-        at = k.BLOCKS * n
+        at = k.INT_BLOCKS * n
         count = self.ints[at:at + k.FINISHES + 1].tolist()
-        clock = self.floats[at:at + k.N_CLOCK].tolist()
+        clock = self.floats[self.tail_at:self.tail_at + k.N_CLOCK].tolist()
         st.now_s = clock[k.NOW]
         st.active_procs = count[k.ACTIVE]
         st.busy_procs = count[k.BUSY]
@@ -338,9 +339,8 @@ class _EasyRun:
         self.bound = clock[k.VALUE]
         st.start_s[:] = self.floats[k.START * n:k.START * n + n].tolist()
         st.queue = self.ints[k.QUEUE * n:k.QUEUE * n + count[k.NQ]].tolist()
-        n_run = count[k.NRUN]
-        st.running = list(zip(self.floats[k.RUN_END * n:k.RUN_END * n + n_run].tolist(),
-                              self.ints[k.RUN_JOB * n:k.RUN_JOB * n + n_run].tolist()))
+        rows = self.floats[self.run_at:self.run_at + 2 * count[k.NRUN]]
+        st.running = list(zip(rows[0::2].tolist(), rows[1::2].astype(np.int64).tolist()))
         st.started = []
 
 

@@ -15,19 +15,26 @@ profiles of :mod:`olsctl.policies.mqbf`, or the nodes and power of
 :class:`olsctl.policies.overprovision.BudgetResources`.
 
 EASY itself (one queue over a processor count) is compiled: :func:`easy_pass` runs
-:func:`olsctl.policies.kernels.easy_pass` on a live state. :class:`CountResources` keeps
+:func:`olsctl.policies.kernels.easy_pass` on a live state. :class:`CountResources` is
 EASY's fit test and shadow time for policies that add a test of their own to EASY's (the
-power-aware EASY); both come from the kernels, so EASY's rules exist once.
+power-aware EASY) and :func:`shadow` serves MQBF; both run the kernels' rules as Python
+over the state's lists, so EASY's rules exist once.
 """
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
 from olsctl.policies import kernels
-from olsctl.policies.kernels import FCFS, admit
+from olsctl.policies.kernels import FCFS, python_form
+
+#: EASY's rules as plain Python, reading the state's lists as they are (see
+#: olsctl.policies.kernels: the same functions the compiled pass uses)
+_admit = python_form(kernels.admit)
+_shadow_extra = python_form(kernels.shadow_extra)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -134,7 +141,7 @@ class CountResources:
 
     def try_start(self, j: int) -> bool:
         p = self.procs[j]
-        extra = admit(p, self.now, self.est[j], self.free, self.shadow_s, self.extra)
+        extra = _admit(p, self.now, self.est[j], self.free, self.shadow_s, self.extra)
         if extra < 0:
             return False
         self.extra = extra
@@ -154,55 +161,33 @@ class CountResources:
 
 def shadow(state: "SimState", need: int) -> tuple[float, int]:
     """Shadow time and extra processors for a job of width ``need`` that cannot start now
-    (:func:`olsctl.policies.kernels.shadow_extra` over the state's running jobs).
+    (:func:`olsctl.policies.kernels.shadow_extra`, as Python, over the state's lists).
 
     Running jobs release their processors at their expected ends, in order; the shadow
     time is the first end at which ``need`` active processors are free (every job ending
     exactly then counts as ended; never before now). With fewer active processors than
     ``need`` it is infinite, and so every job that fits now may start.
     """
-    run_end, _, run_p = running_arrays(state)
-    shadow_s, extra = kernels.shadow_extra(state.now_s, state.active_procs - state.busy_procs,
-                                           need, run_end, run_p, len(state.running))
-    return float(shadow_s), int(extra)
+    return _shadow_extra(state.now_s, state.active_procs - state.busy_procs, need,
+                         state.running, len(state.running), state.procs)
 
 
-#: ``state.cache`` key of the job columns as arrays (:func:`job_arrays`)
-ARRAYS_KEY = "job-arrays"
+#: ``state.cache`` key of the arrays EASY's passes use (:func:`pass_arrays`)
+ARRAYS_KEY = "easy-arrays"
 
 
-def job_arrays(state: "SimState") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The state's processors, estimates and submit times as arrays, made once per state
-    (EASY never changes a job's processors or estimate; a what-if that appends arrivals
-    makes them again)."""
-    cols = state.cache.get(ARRAYS_KEY)
-    if cols is None or cols[0].size != len(state.procs):
-        cols = state.cache[ARRAYS_KEY] = (np.array(state.procs, dtype=np.int64),
-                                           np.array(state.estimate_s, dtype=float),
-                                           np.array(state.submit_s, dtype=float))
-    return cols
-
-
-def running_arrays(state: "SimState", room: int = 0, procs: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The running jobs as the kernels hold them: expected ends, jobs and their
-    processors (``procs``: the processors of every job as an array, else read from the
-    state), in the state's order, with ``room`` more slots for jobs that start."""
-    running = state.running
-    n = len(running)
-    run_end = np.empty(n + room)
-    run_job = np.empty(n + room, dtype=np.int64)
-    run_p = np.empty(n + room, dtype=np.int64)
-    if n:
-        ends, jobs = zip(*running)
-        run_end[:n] = ends
-        run_job[:n] = jobs
-        if procs is None:
-            width = state.procs
-            run_p[:n] = [width[j] for j in jobs]
-        else:
-            run_p[:n] = procs[run_job[:n]]
-    return run_end, run_job, run_p
+def pass_arrays(state: "SimState") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The state's processors, estimates and submit times as arrays, and room for the
+    jobs a pass starts; made once per state (EASY never changes a job's processors or
+    estimate; a what-if that appends arrivals makes them again)."""
+    got = state.cache.get(ARRAYS_KEY)
+    n = len(state.procs)
+    if got is None or got[0].size != n:
+        got = state.cache[ARRAYS_KEY] = (np.array(state.procs, dtype=np.int64),
+                                         np.array(state.estimate_s, dtype=float),
+                                         np.array(state.submit_s, dtype=float),
+                                         np.empty(n, dtype=np.int64))
+    return got
 
 
 def easy_pass(state: "SimState", queue: Sequence[int],
@@ -214,16 +199,17 @@ def easy_pass(state: "SimState", queue: Sequence[int],
     free = state.active_procs - state.busy_procs
     if free <= 0 or not queue:
         return None  # nothing can start: the pass would change nothing
-    procs, est, submit = job_arrays(state)
-    waiting = np.array(queue, dtype=np.int64)
-    run_end, run_job, run_p = running_arrays(state, waiting.size, procs)
-    started = np.empty(waiting.size, dtype=np.int64)
-    n_started, _, shadow_s, _, head = kernels.easy_pass(
-        order, state.now_s, free, waiting, procs, est, submit, run_end, run_job, run_p,
-        len(state.running), started)
-    start = state.start
-    for j in started[:n_started].tolist():
-        start(j)
+    procs, est, submit, started = pass_arrays(state)
+    running = state.running
+    n_run = len(running)
+    flat = np.fromiter(chain(chain.from_iterable(running), queue), float,
+                       2 * n_run + len(queue))
+    n_started, shadow_s, head = kernels.easy_pass_flat(order, state.now_s, free, flat, n_run,
+                                                       procs, est, submit, started)
+    if n_started:
+        start = state.start
+        for j in started[:n_started].tolist():
+            start(j)
     if shadow_s < INF:
         head = int(head)
         return Reservation(head, float(shadow_s), (state.procs[head],))

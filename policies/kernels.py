@@ -1,23 +1,29 @@
-"""EASY's decisions over numpy arrays, compiled with numba: the only implementation of them.
+"""EASY's decisions over arrays, compiled with numba: the only implementation of them.
 
 Here belong the rules of an EASY pass (:func:`admit`, :func:`shadow_extra`), the queue
-orders over arrays (:func:`ordered_queue`), the pass itself (:func:`easy_pass`), the SLA
-bound that cuts a what-if short (:func:`bound_open`, :func:`bound_start`,
-:func:`bound_value`, :func:`missed`) and EASY's what-if loop (:func:`easy_forward`). The
-main simulator's EASY passes (:class:`olsctl.policies.easy.EasyBackfill`), the power-aware
-EASY's count test (:class:`olsctl.policies.backfill.CountResources`) and the what-if
-engine (:mod:`olsctl.whatif`) all call these functions.
+orders (:func:`ordered_queue`), the pass itself (:func:`easy_pass`), the SLA bound that
+cuts a what-if short (:func:`bound_open`, :func:`bound_start`, :func:`bound_value`,
+:func:`missed`) and EASY's what-if loop (:func:`easy_forward`). The main simulator's EASY
+passes (:class:`olsctl.policies.easy.EasyBackfill`), the power-aware EASY's count test
+and MQBF's shadow times (:mod:`olsctl.policies.backfill`) and the what-if engine
+(:mod:`olsctl.whatif`) all call these functions.
 
-The source is plain Python over arrays: with ``NUMBA_DISABLE_JIT=1`` it runs uncompiled,
-with the same results. Compiled code is cached next to this file (``cache=True``);
+The source is plain Python: with ``NUMBA_DISABLE_JIT=1`` it runs uncompiled, with the
+same results. Compiled code is cached next to this file (``cache=True``);
 :func:`compile_kernels` compiles (or loads) every kernel and says how long it took.
 
-Arrays: job columns are indexed by the state's job index (``procs`` int64; ``est``,
+The rules and the bound also have a *Python form* (:func:`python_form`: the same
+function, uncompiled) for callers that hold Python lists (the live state of a pass that
+is not compiled): it reads lists as they are, with no conversion and no call into
+compiled code with arrays. Those functions only index their sequences and call scalar
+kernels.
+
+Data: job columns are indexed by the state's job index (``procs`` int64; ``est``,
 ``submit``, ``runtime``, ``start`` float64, ``start`` NaN while a job waits). The running
-jobs are kept as three parallel arrays sorted by (expected end, job): ``run_end`` (start +
-estimate), ``run_job``, ``run_p`` (their processors). Floating-point expressions are
-written exactly as the Python code they replace (``x ** 3.0``, not ``x ** 3``, which numba
-would compute by repeated multiplication and round differently).
+jobs are ``running[k] = (expected end, job)`` in (end, job) order: the state's list of
+tuples, or a float array of shape (n, 2). Floating-point expressions are written exactly
+as the Python code they replace (``x ** 3.0``, not ``x ** 3``, which numba computes by
+repeated multiplication and rounds differently).
 """
 
 from __future__ import annotations
@@ -38,6 +44,13 @@ ORDER_CODES = {"fcfs": FCFS, "saf": SAF, "sjf": SJF, "wfp": WFP}
 #: (0: no bound)
 MEAN_BSLD, MEAN_WAIT, MAX_WAIT = 1, 2, 3
 BOUND_METRICS = {"mean_bsld": MEAN_BSLD, "mean_wait_s": MEAN_WAIT, "max_wait_s": MAX_WAIT}
+
+
+def python_form(kernel):
+    """The kernel as the plain Python function it is compiled from (itself when the JIT
+    is disabled)."""
+    return getattr(kernel, "py_func", kernel)
+
 
 # -- the rules of a pass -------------------------------------------------------------------
 
@@ -60,10 +73,9 @@ def admit(p: int, now: float, est: float, free: int, shadow_s: float, extra: int
 
 
 @njit(cache=True)
-def shadow_extra(now: float, avail: int, need: int, run_end: np.ndarray,
-                 run_p: np.ndarray, n_run: int) -> tuple:
+def shadow_extra(now: float, avail: int, need: int, running, n_run: int, procs) -> tuple:
     """(shadow time, extra processors) for a job of width ``need`` with ``avail``
-    processors free now and ``run_end[:n_run]`` / ``run_p[:n_run]`` running.
+    processors free now and ``running[:n_run]`` running.
 
     Running jobs release their processors at their expected ends, in order; the shadow
     time is the first end at which ``need`` processors are free, every job ending exactly
@@ -75,11 +87,11 @@ def shadow_extra(now: float, avail: int, need: int, run_end: np.ndarray,
     while avail < need:
         if k == n_run:
             return INF, 0
-        end = run_end[k]
-        avail += run_p[k]
+        end = running[k][0]
+        avail += procs[int(running[k][1])]
         k += 1
-    while k < n_run and run_end[k] == end:
-        avail += run_p[k]
+    while k < n_run and running[k][0] == end:
+        avail += procs[int(running[k][1])]
         k += 1
     return (end if end > now else now), avail - need
 
@@ -112,37 +124,33 @@ def ordered_queue(code: int, now: float, queue: np.ndarray, procs: np.ndarray,
     return queue[np.argsort(keys, kind="mergesort")]
 
 
-# -- the running jobs ----------------------------------------------------------------------
+# -- the running jobs, as a float array of (expected end, job) rows ----------------------
 
 
 @njit(cache=True)
-def insert_running(run_end: np.ndarray, run_job: np.ndarray, run_p: np.ndarray,
-                   n_run: int, end: float, j: int, p: int) -> int:
-    """Add job ``j`` (``p`` processors, expected end ``end``) in (end, job) order; returns
-    the new count (the arrays must have room)."""
+def insert_running(running: np.ndarray, n_run: int, end: float, j: int) -> int:
+    """Add job ``j`` expected to end at ``end`` in (end, job) order; returns the new
+    count (the array must have room)."""
     k = n_run
-    while k > 0 and (run_end[k - 1] > end or (run_end[k - 1] == end and run_job[k - 1] > j)):
-        run_end[k] = run_end[k - 1]
-        run_job[k] = run_job[k - 1]
-        run_p[k] = run_p[k - 1]
+    while k > 0 and (running[k - 1, 0] > end
+                     or (running[k - 1, 0] == end and running[k - 1, 1] > j)):
+        running[k, 0] = running[k - 1, 0]
+        running[k, 1] = running[k - 1, 1]
         k -= 1
-    run_end[k] = end
-    run_job[k] = j
-    run_p[k] = p
+    running[k, 0] = end
+    running[k, 1] = j
     return n_run + 1
 
 
 @njit(cache=True)
-def remove_running(run_end: np.ndarray, run_job: np.ndarray, run_p: np.ndarray,
-                   n_run: int, j: int) -> int:
+def remove_running(running: np.ndarray, n_run: int, j: int) -> int:
     """Take job ``j`` out of the running jobs; returns the new count."""
     k = 0
-    while run_job[k] != j:
+    while running[k, 1] != j:
         k += 1
     for m in range(k + 1, n_run):
-        run_end[m - 1] = run_end[m]
-        run_job[m - 1] = run_job[m]
-        run_p[m - 1] = run_p[m]
+        running[m - 1, 0] = running[m, 0]
+        running[m - 1, 1] = running[m, 1]
     return n_run - 1
 
 
@@ -151,17 +159,16 @@ def remove_running(run_end: np.ndarray, run_job: np.ndarray, run_p: np.ndarray,
 
 @njit(cache=True)
 def pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray, est: np.ndarray,
-              run_end: np.ndarray, run_job: np.ndarray, run_p: np.ndarray, n_run: int,
-              started: np.ndarray) -> tuple:
+              running: np.ndarray, n_run: int, started: np.ndarray) -> tuple:
     """One EASY pass over ``ordered`` (the waiting jobs in the policy's order) with
     ``free`` processors free at ``now``.
 
     Jobs start from the head while the head fits; the blocked head gets a reservation at
     its shadow time (:func:`shadow_extra`, counting the jobs just started); then every
     later job that passes :func:`admit` starts, until no processor is free. Started jobs
-    go to ``started`` in start order and join the running arrays. Returns (jobs started,
-    running jobs, shadow time, extra processors, the reserved job or -1); a pass with no
-    free processor or no waiting job changes nothing."""
+    go to ``started`` in start order and join ``running``. Returns (jobs started, running
+    jobs, shadow time, extra processors, the reserved job or -1); a pass with no free
+    processor or no waiting job changes nothing."""
     n = ordered.size
     if free <= 0 or n == 0:
         return 0, n_run, INF, 0, -1
@@ -174,12 +181,12 @@ def pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray, est
         started[ns] = j
         ns += 1
         free -= procs[j]
-        n_run = insert_running(run_end, run_job, run_p, n_run, now + est[j], j, procs[j])
+        n_run = insert_running(running, n_run, now + est[j], j)
         k += 1
     if k == n:
         return ns, n_run, INF, 0, -1
     head = ordered[k]
-    shadow_s, extra = shadow_extra(now, free, procs[head], run_end, run_p, n_run)
+    shadow_s, extra = shadow_extra(now, free, procs[head], running, n_run, procs)
     for pos in range(k + 1, n):  # the rest of the queue, in order
         if free <= 0:
             break
@@ -191,93 +198,119 @@ def pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray, est
         started[ns] = j
         ns += 1
         free -= procs[j]
-        n_run = insert_running(run_end, run_job, run_p, n_run, now + est[j], j, procs[j])
+        n_run = insert_running(running, n_run, now + est[j], j)
     return ns, n_run, shadow_s, extra, head
 
 
 @njit(cache=True)
 def easy_pass(code: int, now: float, free: int, queue: np.ndarray, procs: np.ndarray,
-              est: np.ndarray, submit: np.ndarray, run_end: np.ndarray,
-              run_job: np.ndarray, run_p: np.ndarray, n_run: int,
+              est: np.ndarray, submit: np.ndarray, running: np.ndarray, n_run: int,
               started: np.ndarray) -> tuple:
     """:func:`pass_over` of ``queue`` (arrival order) put in order ``code``."""
     if free <= 0 or queue.size == 0:  # nothing can start: not even worth ordering
         return 0, n_run, INF, 0, -1
     ordered = ordered_queue(code, now, queue, procs, est, submit)
-    return pass_over(now, free, ordered, procs, est, run_end, run_job, run_p, n_run, started)
+    return pass_over(now, free, ordered, procs, est, running, n_run, started)
+
+
+@njit(cache=True)
+def easy_pass_flat(code: int, now: float, free: int, flat: np.ndarray, n_run: int,
+                   procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+                   started: np.ndarray) -> tuple:
+    """:func:`easy_pass` on a live state's lists, handed over as one float array:
+    ``flat`` = the running jobs' (expected end, job) pairs in order, then the waiting
+    jobs in arrival order (one conversion from Python instead of several). The jobs
+    started go to ``started``; returns (how many, the shadow time, the reserved job or
+    -1)."""
+    nq = flat.size - 2 * n_run
+    running = np.empty((n_run + nq, 2))
+    for k in range(n_run):
+        running[k, 0] = flat[2 * k]
+        running[k, 1] = flat[2 * k + 1]
+    queue = np.empty(nq, dtype=np.int64)
+    for i in range(nq):
+        queue[i] = np.int64(flat[2 * n_run + i])
+    ns, _, shadow_s, _, head = easy_pass(code, now, free, queue, procs, est, submit, running,
+                                         n_run, started)
+    return ns, shadow_s, head
 
 
 # -- the SLA bound of a what-if (see olsctl.whatif.MissBound) ------------------------------
 
-#: slots of the bound's float array ``acc`` and int array ``cnt``
+#: slots of the bound's float sums ``acc`` and counts ``cnt`` (arrays or lists)
 KNOWN, SUM_A, SUM_B, T0 = 0, 1, 2, 3
 WAITING, FIRST = 0, 1
 
 
 @njit(cache=True)
-def _divisor(metric: int, runtime: float, bsld_s: float) -> float:
-    if metric == MEAN_BSLD:  # olsctl.metrics.job_bsld's divisor
+def divisor(metric: int, runtime: float, bsld_s: float) -> float:
+    """What a job's wait is divided by in ``metric``: olsctl.metrics.job_bsld's
+    max(runtime, ``bsld_s``) for the bounded slowdown, else 1."""
+    if metric == MEAN_BSLD:
         return runtime if runtime > bsld_s else bsld_s
     return 1.0
 
 
 @njit(cache=True)
-def _add_known(metric: int, acc: np.ndarray, wait: float, m: float) -> None:
+def with_known(metric: int, known: float, wait: float, m: float) -> float:
+    """The bound's known part once a job that waited ``wait`` (divisor ``m``) counts."""
     if metric == MEAN_BSLD:
-        acc[KNOWN] += 1.0 + wait / m
-    elif metric == MEAN_WAIT:
-        acc[KNOWN] += wait
-    elif wait > acc[KNOWN]:
-        acc[KNOWN] = wait
+        return known + (1.0 + wait / m)
+    if metric == MEAN_WAIT:
+        return known + wait
+    return wait if wait > known else known
 
 
 @njit(cache=True)
-def bound_open(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray, t0: float,
-               run_job: np.ndarray, run_start: np.ndarray, submit: np.ndarray,
-               runtime: np.ndarray, bsld_s: float) -> None:
-    """Start the bound of ``metric`` over the ``seen.size`` snapshot jobs at ``t0``:
-    ``run_job`` (with starts ``run_start``) run, in the state's running order; the others
-    wait. ``bsld_s`` is the bounded slowdown's runtime bound."""
-    acc[KNOWN] = 0.0
-    acc[SUM_A] = 0.0
-    acc[SUM_B] = 0.0
-    acc[T0] = t0
-    seen[:] = False
-    for k in range(run_job.size):
+def bound_open(metric: int, acc, cnt, seen, t0: float, run_job, start, submit, runtime,
+               bsld_s: float) -> None:
+    """Start the bound of ``metric`` over the ``len(seen)`` snapshot jobs at ``t0``:
+    ``run_job`` run (since ``start``), listed in the state's running order (the order of
+    the sums); the others wait. ``bsld_s`` is the bounded slowdown's runtime bound."""
+    n = len(seen)
+    for j in range(n):
+        seen[j] = False
+    known = 0.0
+    for k in range(len(run_job)):
         j = run_job[k]
         seen[j] = True
-        _add_known(metric, acc, run_start[k] - submit[j], _divisor(metric, runtime[j], bsld_s))
+        known = with_known(metric, known, start[j] - submit[j],
+                           divisor(metric, runtime[j], bsld_s))
     waiting = 0
-    for j in range(seen.size):
+    a = b = 0.0  # sums over waiting jobs of 1/m and (submit - t0)/m
+    for j in range(n):
         if not seen[j]:
             waiting += 1
-            m = _divisor(metric, runtime[j], bsld_s)
-            acc[SUM_A] += 1.0 / m
-            acc[SUM_B] += (submit[j] - t0) / m
+            m = divisor(metric, runtime[j], bsld_s)
+            a += 1.0 / m
+            b += (submit[j] - t0) / m
+    acc[KNOWN] = known
+    acc[SUM_A] = a
+    acc[SUM_B] = b
+    acc[T0] = t0
     cnt[WAITING] = waiting
-    cnt[FIRST] = 0
+    cnt[FIRST] = 0  # the earliest-submitted snapshot job possibly still waiting
 
 
 @njit(cache=True)
-def bound_start(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray, j: int,
-                now: float, submit: np.ndarray, runtime: np.ndarray, bsld_s: float) -> None:
+def bound_start(metric: int, acc, cnt, seen, j: int, now: float, submit, runtime,
+                bsld_s: float) -> None:
     """Snapshot job ``j`` starts at ``now``: its wait becomes known."""
     seen[j] = True
-    m = _divisor(metric, runtime[j], bsld_s)
-    _add_known(metric, acc, now - submit[j], m)
+    m = divisor(metric, runtime[j], bsld_s)
+    acc[KNOWN] = with_known(metric, acc[KNOWN], now - submit[j], m)
     cnt[WAITING] -= 1
     acc[SUM_A] -= 1.0 / m
     acc[SUM_B] -= (submit[j] - acc[T0]) / m
 
 
 @njit(cache=True)
-def bound_value(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
-                now: float, submit: np.ndarray) -> float:
+def bound_value(metric: int, acc, cnt, seen, now: float, submit) -> float:
     """The lower bound at ``now``: started jobs with their waits, waiting ones with the
     wait they have so far."""
+    n = len(seen)
     if metric == MAX_WAIT:
         first = cnt[FIRST]
-        n = seen.size
         while first < n and seen[first]:
             first += 1
         cnt[FIRST] = first
@@ -289,7 +322,7 @@ def bound_value(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
     extra = dt * acc[SUM_A] - acc[SUM_B]  # waits so far, over their divisors
     if metric == MEAN_BSLD:
         extra += cnt[WAITING]
-    return (acc[KNOWN] + extra) / seen.size
+    return (acc[KNOWN] + extra) / n
 
 
 @njit(cache=True)
@@ -302,26 +335,34 @@ def missed(value: float, limit: float) -> bool:
 #
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
-# RUN_JOB, RUN_P, HEAP_J, STARTED, then the counters; ``floats`` holds n-long blocks EST,
-# RUNTIME, SUBMIT, START, RUN_END, HEAP_T, then the clock and the bound's sums.
+# HEAP_J, STARTED, then the counters; ``floats`` holds n-long blocks EST, RUNTIME, SUBMIT,
+# START, HEAP_T, then the running jobs (n rows of (expected end, job)), the clock and the
+# bound's sums.
 
-PROCS, QUEUE, RUN_JOB, RUN_P, HEAP_J, STARTED = range(6)
-EST, RUNTIME, SUBMIT, START, RUN_END, HEAP_T = range(6)
-BLOCKS = 6
+PROCS, QUEUE, HEAP_J, STARTED = range(4)
+EST, RUNTIME, SUBMIT, START, HEAP_T = range(5)
+INT_BLOCKS, FLOAT_BLOCKS = 4, 5
 #: the counters after the blocks of ``ints`` (from BOUND_COUNTS on: the bound's ``cnt``)
 (ACTIVE, BUSY, NQ, NRUN, NHEAP, WAKE_N, DUE, METRIC, AT_BOUND, FINISHES,
  BOUND_COUNTS) = range(11)
 N_COUNTS = BOUND_COUNTS + 2
-#: the clock after the blocks of ``floats`` (then the bound's ``acc``)
+#: the clock after the running jobs in ``floats`` (then the bound's ``acc``)
 NOW, WAKE_T, UNTIL, LIMIT, VALUE = range(5)
 N_CLOCK = 5
-N_FLOATS = N_CLOCK + 4
+N_TAIL = N_CLOCK + 4
 
 
 @njit(cache=True)
 def block(a: np.ndarray, k: int, n: int) -> np.ndarray:
     """The ``k``-th n-long block of a what-if's flat array."""
     return a[k * n:(k + 1) * n]
+
+
+@njit(cache=True)
+def running_block(floats: np.ndarray, n: int) -> np.ndarray:
+    """The running jobs' rows of a what-if's ``floats``."""
+    at = FLOAT_BLOCKS * n
+    return floats[at:at + 2 * n].reshape((n, 2))
 
 
 @njit(cache=True)
@@ -368,27 +409,25 @@ def heap_pop(heap_t: np.ndarray, heap_j: np.ndarray, n: int) -> int:
 @njit(cache=True)
 def forward_open(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
                  bsld_s: float) -> None:
-    """Complete a what-if's arrays once the caller has filled PROCS, QUEUE, RUN_JOB (the
-    running jobs in the state's order), EST, RUNTIME, SUBMIT, START, the counters and
-    the clock: the running jobs' expected ends and processors, the heap of their true
-    ends (start + runtime) and, if ``METRIC`` is set, the bound over all n jobs."""
-    count = ints[BLOCKS * n:]
-    clock = floats[BLOCKS * n:]
-    procs, run_job, run_p = block(ints, PROCS, n), block(ints, RUN_JOB, n), block(ints, RUN_P, n)
-    est, runtime = block(floats, EST, n), block(floats, RUNTIME, n)
-    start, run_end = block(floats, START, n), block(floats, RUN_END, n)
+    """Complete a what-if's arrays once the caller has filled PROCS, QUEUE, EST, RUNTIME,
+    SUBMIT, START, the running jobs (the state's, in order), the counters and the clock:
+    the heap of the running jobs' true ends (start + runtime) and, if ``METRIC`` is set,
+    the bound over all n jobs."""
+    count = ints[INT_BLOCKS * n:]
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    running = running_block(floats, n)
+    start, runtime = block(floats, START, n), block(floats, RUNTIME, n)
     heap_t, heap_j = block(floats, HEAP_T, n), block(ints, HEAP_J, n)
     n_run = count[NRUN]
+    run_job = np.empty(n_run, dtype=np.int64)
     for k in range(n_run):
-        j = run_job[k]
-        run_end[k] = start[j] + est[j]
-        run_p[k] = procs[j]
+        j = np.int64(running[k, 1])
+        run_job[k] = j
         heap_push(heap_t, heap_j, k, start[j] + runtime[j], j)
     count[NHEAP] = n_run
     if count[METRIC]:
-        running = run_job[:n_run]
-        bound_open(count[METRIC], clock[N_CLOCK:], count[BOUND_COUNTS:], seen, clock[NOW],
-                   running, start[running], block(floats, SUBMIT, n), runtime, bsld_s)
+        bound_open(count[METRIC], tail[N_CLOCK:], count[BOUND_COUNTS:], seen, tail[NOW],
+                   run_job, start, block(floats, SUBMIT, n), runtime, bsld_s)
 
 
 @njit(cache=True)
@@ -402,18 +441,16 @@ def easy_forward(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: 
     return run_forward(code, block(ints, PROCS, n), block(floats, EST, n),
                        block(floats, RUNTIME, n), block(floats, SUBMIT, n),
                        block(floats, START, n), block(ints, QUEUE, n),
-                       block(floats, RUN_END, n), block(ints, RUN_JOB, n),
-                       block(ints, RUN_P, n), block(floats, HEAP_T, n),
-                       block(ints, HEAP_J, n), block(ints, STARTED, n), floats[BLOCKS * n:],
-                       ints[BLOCKS * n:], seen, bsld_s)
+                       running_block(floats, n), block(floats, HEAP_T, n),
+                       block(ints, HEAP_J, n), block(ints, STARTED, n),
+                       floats[FLOAT_BLOCKS * n + 2 * n:], ints[INT_BLOCKS * n:], seen, bsld_s)
 
 
 @njit(cache=True)
 def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
-                run_end: np.ndarray, run_job: np.ndarray, run_p: np.ndarray,
-                heap_t: np.ndarray, heap_j: np.ndarray, started: np.ndarray,
-                clock: np.ndarray, count: np.ndarray, seen: np.ndarray,
+                running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                started: np.ndarray, clock: np.ndarray, count: np.ndarray, seen: np.ndarray,
                 bsld_s: float) -> bool:
     """The loop of :func:`easy_forward`. At each instant: the completions due (the heap
     of true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active),
@@ -439,8 +476,7 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
             if due:
                 due = 0
                 ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq], procs,
-                                               est, submit, run_end, run_job, run_p,
-                                               n_run, started)
+                                               est, submit, running, n_run, started)
                 if ns:
                     for i in range(ns):
                         j = started[i]
@@ -475,7 +511,7 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
         while n_heap and heap_t[0] == now:
             j = heap_j[0]
             n_heap = heap_pop(heap_t, heap_j, n_heap)
-            n_run = remove_running(run_end, run_job, run_p, n_run, j)
+            n_run = remove_running(running, n_run, j)
             busy -= procs[j]
             finishes += 1
             due = 1
@@ -504,29 +540,22 @@ def compile_kernels() -> float:
     returns the seconds it took (the first run's compile time when the cache is empty)."""
     t0 = time.perf_counter()
     n = 3
-    ints = np.zeros(BLOCKS * n + N_COUNTS, dtype=np.int64)
-    floats = np.zeros(BLOCKS * n + N_FLOATS)
+    ints = np.zeros(INT_BLOCKS * n + N_COUNTS, dtype=np.int64)
+    floats = np.zeros(FLOAT_BLOCKS * n + 2 * n + N_TAIL)
     block(ints, PROCS, n)[:] = (2, 2, 4)
     block(ints, QUEUE, n)[:2] = (1, 2)
     block(floats, EST, n)[:] = (10.0, 5.0, 10.0)
     block(floats, RUNTIME, n)[:] = (10.0, 5.0, 10.0)
     block(floats, START, n)[:] = (0.0, np.nan, np.nan)
-    ints[BLOCKS * n:BLOCKS * n + METRIC + 1] = (4, 2, 2, 1, 0, 0, 1, MEAN_BSLD)
-    floats[BLOCKS * n:BLOCKS * n + N_CLOCK] = (0.0, INF, INF, 1.0, 0.0)
+    running_block(floats, n)[0] = (10.0, 0.0)
+    ints[INT_BLOCKS * n:INT_BLOCKS * n + METRIC + 1] = (4, 2, 2, 1, 0, 0, 1, MEAN_BSLD)
+    at = FLOAT_BLOCKS * n + 2 * n
+    floats[at:at + N_CLOCK] = (0.0, INF, INF, 1.0, 0.0)
     seen = np.zeros(n, dtype=np.bool_)
     forward_open(n, ints, floats, seen, 10.0)
     easy_forward(WFP, n, ints, floats, seen, 10.0)
-    acc, cnt = np.zeros(4), np.zeros(2, dtype=np.int64)
-    no_jobs = np.zeros(0, dtype=np.int64)
-    bound_open(MAX_WAIT, acc, cnt, seen, 0.0, no_jobs, np.zeros(0), np.zeros(n), np.ones(n),
-               10.0)
-    bound_start(MAX_WAIT, acc, cnt, seen, 0, 1.0, np.zeros(n), np.ones(n), 10.0)
-    missed(bound_value(MAX_WAIT, acc, cnt, seen, 1.0, np.zeros(n)), 1.0)
     procs = block(ints, PROCS, n).copy()
     est = block(floats, EST, n).copy()
-    room = np.zeros(n, dtype=np.int64)
-    easy_pass(FCFS, 0.0, 2, np.array([1, 2], dtype=np.int64), procs, est, est, np.zeros(n),
-              room, room.copy(), 0, room.copy())
-    admit(2, 0.0, 5.0, 2, 10.0, 0)
-    shadow_extra(0.0, 2, 4, np.zeros(1), np.ones(1, dtype=np.int64), 1)
+    easy_pass_flat(WFP, 0.0, 2, np.array([10.0, 0.0, 1.0, 2.0]), 1, procs, est, est,
+                   np.zeros(n, dtype=np.int64))
     return time.perf_counter() - t0

@@ -57,10 +57,6 @@ def test_admit(p, now, est, free, shadow_s, extra, want):
     assert kernels.admit(p, now, est, free, shadow_s, extra) == want
 
 
-def _running(ends, procs):
-    return np.asarray(ends, dtype=float), np.asarray(procs, dtype=I64), len(ends)
-
-
 @pytest.mark.parametrize("now,avail,need,ends,procs,want", [
     # 2 free after the first end at 10, but the second job ending at 10 counts too:
     # 4 free, extra 2
@@ -75,9 +71,14 @@ def _running(ends, procs):
     (0.0, 4, 3, [10.0], [2], (INF, 1)),
 ])
 def test_shadow_extra(now, avail, need, ends, procs, want):
-    run_end, run_p, n = _running(ends, procs)
-    got = kernels.shadow_extra(now, avail, need, run_end, run_p, n)
+    """Over a float array of (end, job) rows (compiled) and over the state's list of
+    tuples (the Python form), the same answer."""
+    rows = np.array([(end, j) for j, end in enumerate(ends)], dtype=float).reshape(-1, 2)
+    got = kernels.shadow_extra(now, avail, need, rows, len(ends), np.asarray(procs, dtype=I64))
     assert (float(got[0]), int(got[1])) == want
+    as_python = kernels.python_form(kernels.shadow_extra)
+    assert as_python(now, avail, need, list(zip(ends, range(len(ends)))), len(ends),
+                     procs) == want
 
 
 def _pass(code, now, free, queue, procs, est, submit, running):
@@ -85,14 +86,14 @@ def _pass(code, now, free, queue, procs, est, submit, running):
     shadow, extra, head, running after)."""
     procs = np.asarray(procs, dtype=I64)
     n = procs.size
-    run_end, run_job, run_p = np.zeros(n), np.zeros(n, dtype=I64), np.zeros(n, dtype=I64)
+    rows = np.zeros((n, 2))
     for k, (end, j) in enumerate(running):
-        run_end[k], run_job[k], run_p[k] = end, j, procs[j]
+        rows[k] = end, j
     started = np.zeros(n, dtype=I64)
     ns, n_run, shadow_s, extra, head = kernels.easy_pass(
         code, now, free, np.asarray(queue, dtype=I64), procs, np.asarray(est, dtype=float),
-        np.asarray(submit, dtype=float), run_end, run_job, run_p, len(running), started)
-    after = list(zip(run_end[:n_run].tolist(), run_job[:n_run].tolist()))
+        np.asarray(submit, dtype=float), rows, len(running), started)
+    after = [(float(e), int(j)) for e, j in rows[:n_run]]
     return started[:ns].tolist(), float(shadow_s), int(extra), int(head), after
 
 
