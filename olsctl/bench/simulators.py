@@ -157,3 +157,26 @@ def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
         CapSchedule.constant(0.625 * w.machine_procs * m.peak_w), job_keys=False,
         throttle=throttle)
     return sim
+
+
+def compile_times() -> tuple[float, float]:
+    """Seconds to make EASY's compiled kernels ready in a fresh process: with an empty
+    numba cache (what the first run after ``pip install`` pays), then again from the cache
+    that run filled (what every later run pays)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    code = "from olsctl.policies.kernels import compile_kernels; print(compile_kernels())"
+    times = []
+    with tempfile.TemporaryDirectory(prefix="olsctl-numba-") as tmp:
+        env = {**os.environ, "NUMBA_CACHE_DIR": tmp}
+        env.pop("NUMBA_DISABLE_JIT", None)
+        for _ in range(2):
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, env=env)
+            if done.returncode != 0:
+                raise RuntimeError(f"compiling the kernels failed: {done.stderr.strip()}")
+            times.append(float(done.stdout.split()[-1]))
+    return times[0], times[1]
