@@ -173,6 +173,18 @@ def _bulk_columns(reader, report: LoadReport) -> list[np.ndarray] | None:
             *(table[keep, k] for k in (8, 11, 12, 13))]
 
 
+def log_name(trace: str, empty: str | None = None) -> str:
+    """A log's short name: the bundled name, else the file name without .swf[.gz]
+    (``empty`` when nothing is left: ``trace`` itself by default)."""
+    name = Path(trace).name
+    for short, file_name in BUNDLED.items():
+        if name in (short, file_name):
+            return short
+    for suffix in (".gz", ".swf"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name or (trace if empty is None else empty)
+
+
 def load_workload(
     path: str | Path,
     machine_procs: int | None = None,

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from rich.console import Console
+from test_report import write_swf as busy_log
 
 from olsctl.cli import main
 from olsctl.config import build_config, with_settings
@@ -30,19 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_swf(path: Path, jobs: int = 120, procs: int = 32, seed: int = 3) -> Path:
-    """A busy little log over two weeks (calendar weeks: the header has UnixStartTime)."""
-    rng = np.random.default_rng(seed)
-    lines = [f"; MaxProcs: {procs}", "; UnixStartTime: 820454400", "; TimeZone: 0"]
-    t = 0
-    for j in range(1, jobs + 1):
-        t += int(rng.exponential(7000))
-        run = int(rng.lognormal(7.5, 1.0)) + 1
-        size = int(min(procs, 2 ** rng.integers(0, 6)))
-        fields = [j, t, -1, run, size, -1, -1, size, int(run * 2), -1, 1,
-                  int(rng.integers(1, 6)), int(rng.integers(1, 4)), -1, 1, -1, -1, -1]
-        lines.append(" ".join(map(str, fields)))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    """tests/test_report.py's busy little log over two calendar weeks, 120 jobs."""
+    return busy_log(path, jobs, procs, seed)
 
 
 def render(renderable, width: int = 160) -> str:

@@ -19,20 +19,26 @@ from olsctl.errors import ConfigError
 from olsctl.workload import ESTIMATE_MODES
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config."""
-    path = Path(path)
+def read_yaml(path: Path) -> Any:
+    """The data of a YAML file; a file that cannot be read or parsed is a
+    :class:`ConfigError` naming it (and the line)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise ConfigError(f"{path}{where}: {problem}") from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config."""
+    path = Path(path)
+    data = read_yaml(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -17,7 +17,7 @@ import numpy as np
 
 from olsctl.errors import OlsctlError
 from olsctl.output import json_text, write_atomic
-from olsctl.workload import BUNDLED
+from olsctl.workload import log_name
 
 PREDICT_FILE = "predict.json"
 #: summary.json metrics the tables and plots read
@@ -90,15 +90,6 @@ def load_source(path: Path) -> Source:
                       f"directory (results.csv and runs/)")
 
 
-def log_name(trace: str) -> str:
-    """A log's short name: the bundled name, else the file name without .swf[.gz]."""
-    name = Path(trace).name
-    for short, file_name in BUNDLED.items():
-        if name in (short, file_name):
-            return short
-    for suffix in (".gz", ".swf"):
-        name = name[: -len(suffix)] if name.endswith(suffix) else name
-    return name or trace
 
 
 def _scheme(summary: dict) -> str:

@@ -18,7 +18,7 @@ from olsctl.config import TOP_LEVEL, RunConfig, build_config
 from olsctl.errors import ConfigError, TraceError
 from olsctl.output import num
 from olsctl.policies import REGISTRY
-from olsctl.workload import BUNDLED, resolve_trace
+from olsctl.workload import log_name, resolve_trace
 
 #: run config keys that are mappings, so a grid key may go inside them
 SECTIONS = ("policy", "power", "controller", "sla")
@@ -226,21 +226,13 @@ def canonical(config: RunConfig) -> str:
 def run_id(config: RunConfig) -> str:
     """``<trace>-<policy>[-ols]-<10 hex digits of sha256(canonical config)>``."""
     digest = hashlib.sha256(canonical(config).encode("utf-8")).hexdigest()[:10]
-    parts = [_trace_name(config.trace), config.policy["name"]]
+    parts = [log_name(config.trace, "trace"), config.policy["name"]]
     if config.controller is not None:
         parts.append("ols")
     prefix = re.sub(r"[^A-Za-z0-9._+-]+", "_", "-".join(parts))
     return f"{prefix}-{digest}"
 
 
-def _trace_name(trace: str) -> str:
-    name = Path(trace).name
-    for short, file_name in BUNDLED.items():
-        if name in (short, file_name):
-            return short
-    for suffix in (".gz", ".swf"):
-        name = name[: -len(suffix)] if name.endswith(suffix) else name
-    return name or "trace"
 
 
 def _kind(value: Any) -> str:

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from olsctl.config import build_config
+from olsctl.config.loading import read_yaml
 from olsctl.errors import ConfigError
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SLA_METRICS,
                                Study, _axes, _expand, _kind)
@@ -59,17 +59,7 @@ def study_from_data(data: dict, path: Path, out: str | None = None,
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: {getattr(exc, 'problem', None) or 'not valid YAML'}"
-                          ) from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {_kind(data)}")
     return data
