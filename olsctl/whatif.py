@@ -8,9 +8,9 @@ the main simulator's future starts exactly (the contract suite, tests/test_contr
 holds every registered policy to it). It stops once every job it knows of has started.
 
 EASY what-ifs with nothing but processors (no power, limit, budget, arrivals or strict
-checker) run as one compiled loop (:func:`olsctl.policies.kernels.easy_forward`) over the
+checker) run as one compiled loop (:func:`olsctl.policies.forward.easy_forward`) over the
 snapshot's jobs held as arrays; every other what-if runs the loop below, calling the
-policy's pass (for EASY, the same compiled pass) at each instant.
+policy's pass (for EASY, the same kernels, uncompiled) at each instant.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import numpy as np
 
 from olsctl.checker import NULL_CHECKER, Checker
 from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies import forward as fw
 from olsctl.policies import kernels
 from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.jit import compiled
 from olsctl.state import SimState, Snapshot
 
 INF = float("inf")
-_missed = kernels.python_form(kernels.missed)
 
 
 @dataclass(frozen=True)
@@ -218,11 +219,11 @@ class MissBound:
     ``max_wait_s`` (a percentile has no such bound: :meth:`make` returns None). Sums are
     taken relative to the snapshot time to keep rounding small, and :meth:`missed` asks
     for a margin far above it, so a what-if is only cut short when it surely fails. The
-    arithmetic is the kernels' (:func:`olsctl.policies.kernels.bound_open` and after),
-    which EASY's compiled what-if loop keeps itself.
+    arithmetic is the kernels' (:func:`olsctl.policies.kernels.bound_open` and after,
+    compiled), which EASY's compiled what-if loop keeps itself.
     """
 
-    __slots__ = ("metric", "limit", "code", "acc", "cnt", "seen", "submit", "runtime")
+    __slots__ = ("metric", "limit", "code", "acc", "cnt", "seen", "submit", "runtime", "k")
 
     @classmethod
     def make(cls, state: SimState, n_snap: int, metric: str, limit: float) -> "MissBound | None":
@@ -239,20 +240,21 @@ class MissBound:
         self.acc = np.zeros(4)
         self.cnt = np.zeros(2, dtype=np.int64)
         self.seen = np.zeros(n_snap, dtype=np.bool_)
-        kernels.bound_open(self.code, self.acc, self.cnt, self.seen, state.now_s,
+        self.k = compiled()
+        self.k.bound_open(self.code, self.acc, self.cnt, self.seen, state.now_s,
                            np.array([j for _, j in state.running], dtype=np.int64), cols[2],
                            self.submit, self.runtime, BSLD_BOUND_S)
 
     def start(self, j: int, now: float) -> None:
-        kernels.bound_start(self.code, self.acc, self.cnt, self.seen, j, now, self.submit,
+        self.k.bound_start(self.code, self.acc, self.cnt, self.seen, j, now, self.submit,
                             self.runtime, BSLD_BOUND_S)
 
     def value(self, now: float) -> float:
-        return float(kernels.bound_value(self.code, self.acc, self.cnt, self.seen, now,
+        return float(self.k.bound_value(self.code, self.acc, self.cnt, self.seen, now,
                                          self.submit))
 
     def missed(self, now: float) -> bool:
-        return _missed(self.value(now), self.limit)
+        return kernels.missed(self.value(now), self.limit)
 
 
 def _compiled(policy, state: SimState) -> bool:
@@ -277,17 +279,18 @@ def _easy_steps(state: SimState, order: int, until_s: float,
 
 
 class _EasyRun:
-    """An EASY what-if as the flat arrays :func:`olsctl.policies.kernels.easy_forward`
+    """An EASY what-if as the flat arrays :func:`olsctl.policies.forward.easy_forward`
     runs (jobs indexed as in the state), and what it did written back to the state."""
 
     def __init__(self, state: SimState, order: int, until_s: float,
                  stop_above: "tuple[str, float] | None") -> None:
-        k = kernels
+        k = fw
         self.state, self.order = state, order
         n = self.n = len(state.job_id)
         nq, running, wake = len(state.queue), state.running, state.wake
         n_run = len(running)
-        metric = 0 if stop_above is None or n == 0 else k.BOUND_METRICS.get(stop_above[0], 0)
+        metric = 0 if stop_above is None or n == 0 else \
+            kernels.BOUND_METRICS.get(stop_above[0], 0)
         ints = self.ints = np.empty(k.INT_BLOCKS * n + k.N_COUNTS, dtype=np.int64)
         ints[k.PROCS * n:k.PROCS * n + n] = state.procs
         ints[k.QUEUE * n:k.QUEUE * n + nq] = state.queue
@@ -307,12 +310,13 @@ class _EasyRun:
         floats[at:at + k.N_CLOCK] = (state.now_s, k.INF if wake is None else wake[0],
                                      until_s, stop_above[1] if metric else 0.0, 0.0)
         self.seen = np.zeros(n if metric else 0, dtype=np.bool_)
-        k.forward_open(n, ints, floats, self.seen, BSLD_BOUND_S)
+        self.kernels = compiled()
+        self.kernels.forward_open(n, ints, floats, self.seen, BSLD_BOUND_S)
         self.bound = k.INF
 
     def forward(self) -> bool:
         """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
-        cut = kernels.easy_forward(self.order, self.n, self.ints, self.floats, self.seen,
+        cut = self.kernels.easy_forward(self.order, self.n, self.ints, self.floats, self.seen,
                                    BSLD_BOUND_S)
         self._write_back()
         return bool(cut)
@@ -320,12 +324,12 @@ class _EasyRun:
     def go_on(self, limit: float | None) -> None:
         """Go on under a higher ``limit`` (None: no more cuts)."""
         if limit is None:
-            self.ints[kernels.INT_BLOCKS * self.n + kernels.METRIC] = 0
+            self.ints[fw.INT_BLOCKS * self.n + fw.METRIC] = 0
         else:
-            self.floats[self.tail_at + kernels.LIMIT] = limit
+            self.floats[self.tail_at + fw.LIMIT] = limit
 
     def _write_back(self) -> None:
-        k, st, n = kernels, self.state, self.n
+        k, st, n = fw, self.state, self.n
         at = k.INT_BLOCKS * n
         count = self.ints[at:at + k.FINISHES + 1].tolist()
         clock = self.floats[self.tail_at:self.tail_at + k.N_CLOCK].tolist()

@@ -14,27 +14,20 @@ The fit test and the reservations belong to a ``Resources`` object built for the
 profiles of :mod:`olsctl.policies.mqbf`, or the nodes and power of
 :class:`olsctl.policies.overprovision.BudgetResources`.
 
-EASY itself (one queue over a processor count) is compiled: :func:`easy_pass` runs
-:func:`olsctl.policies.kernels.easy_pass` on a live state. :class:`CountResources` is
-EASY's fit test and shadow time for policies that add a test of their own to EASY's (the
-power-aware EASY) and :func:`shadow` serves MQBF; both run the kernels' rules as Python
-over the state's lists, so EASY's rules exist once.
+EASY itself (one queue over a processor count) is the kernels' pass
+(:mod:`olsctl.policies.kernels`): :func:`easy_pass` runs :func:`~olsctl.policies.kernels.head_run`
+and :func:`~olsctl.policies.kernels.backfill_rest` on a live state's lists.
+:class:`CountResources` is EASY's fit test and shadow time for policies that add a test
+of their own to EASY's (the power-aware EASY) and :func:`shadow` serves MQBF; both call
+the same kernels, so EASY's rules exist once.
 """
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
-import numpy as np
-
-from olsctl.policies import kernels
-from olsctl.policies.kernels import FCFS, python_form
-
-#: EASY's rules as plain Python, reading the state's lists as they are (see
-#: olsctl.policies.kernels: the same functions the compiled pass uses)
-_admit = python_form(kernels.admit)
-_shadow_extra = python_form(kernels.shadow_extra)
+from olsctl.policies.kernels import (FCFS, admit, backfill_rest, head_run, ordered_queue,
+                                     shadow_extra)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -141,7 +134,7 @@ class CountResources:
 
     def try_start(self, j: int) -> bool:
         p = self.procs[j]
-        extra = _admit(p, self.now, self.est[j], self.free, self.shadow_s, self.extra)
+        extra = admit(p, self.now, self.est[j], self.free, self.shadow_s, self.extra)
         if extra < 0:
             return False
         self.extra = extra
@@ -161,33 +154,15 @@ class CountResources:
 
 def shadow(state: "SimState", need: int) -> tuple[float, int]:
     """Shadow time and extra processors for a job of width ``need`` that cannot start now
-    (:func:`olsctl.policies.kernels.shadow_extra`, as Python, over the state's lists).
+    (:func:`olsctl.policies.kernels.shadow_extra` over the state's lists).
 
     Running jobs release their processors at their expected ends, in order; the shadow
     time is the first end at which ``need`` active processors are free (every job ending
     exactly then counts as ended; never before now). With fewer active processors than
     ``need`` it is infinite, and so every job that fits now may start.
     """
-    return _shadow_extra(state.now_s, state.active_procs - state.busy_procs, need,
+    return shadow_extra(state.now_s, state.active_procs - state.busy_procs, need,
                          state.running, len(state.running), state.procs)
-
-
-#: ``state.cache`` key of the arrays EASY's passes use (:func:`pass_arrays`)
-ARRAYS_KEY = "easy-arrays"
-
-
-def pass_arrays(state: "SimState") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The state's processors, estimates and submit times as arrays, and room for the
-    jobs a pass starts; made once per state (EASY never changes a job's processors or
-    estimate; a what-if that appends arrivals makes them again)."""
-    got = state.cache.get(ARRAYS_KEY)
-    n = len(state.procs)
-    if got is None or got[0].size != n:
-        got = state.cache[ARRAYS_KEY] = (np.array(state.procs, dtype=np.int64),
-                                         np.array(state.estimate_s, dtype=float),
-                                         np.array(state.submit_s, dtype=float),
-                                         np.empty(n, dtype=np.int64))
-    return got
 
 
 def easy_pass(state: "SimState", queue: Sequence[int],
@@ -199,18 +174,21 @@ def easy_pass(state: "SimState", queue: Sequence[int],
     free = state.active_procs - state.busy_procs
     if free <= 0 or not queue:
         return None  # nothing can start: the pass would change nothing
-    procs, est, submit, started = pass_arrays(state)
-    running = state.running
-    n_run = len(running)
-    flat = np.fromiter(chain(chain.from_iterable(running), queue), float,
-                       2 * n_run + len(queue))
-    n_started, shadow_s, head = kernels.easy_pass_flat(order, state.now_s, free, flat, n_run,
-                                                       procs, est, submit, started)
-    if n_started:
-        start = state.start
-        for j in started[:n_started].tolist():
-            start(j)
+    now, procs, est = state.now_s, state.procs, state.estimate_s
+    ordered = queue if order == FCFS else \
+        ordered_queue(order, now, queue, procs, est, state.submit_s).tolist()
+    k = head_run(now, free, ordered, procs, est)
+    start = state.start
+    for j in ordered[:k]:
+        start(j)
+        free -= procs[j]
+    if k == len(ordered):
+        return None
+    started = [0] * (len(ordered) - k - 1)
+    n_started, shadow_s, _, head = backfill_rest(now, free, ordered, k, procs, est,
+                                                 state.running, len(state.running), started)
+    for j in started[:n_started]:
+        start(j)
     if shadow_s < INF:
-        head = int(head)
-        return Reservation(head, float(shadow_s), (state.procs[head],))
+        return Reservation(head, shadow_s, (procs[head],))
     return None

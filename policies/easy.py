@@ -1,9 +1,9 @@
 """EASY backfilling: one reservation, for the job at the head of the queue.
 
-A pass is the compiled kernel :func:`olsctl.policies.kernels.easy_pass` (through
+A pass is the kernels' pass (:mod:`olsctl.policies.kernels`, through
 :func:`olsctl.policies.backfill.easy_pass`), in the main simulator and in what-ifs alike;
 what-ifs without power, limit, budget, arrivals or checker run EASY's whole loop compiled
-(:func:`olsctl.policies.kernels.easy_forward`, chosen by :func:`olsctl.whatif.steps`).
+(:func:`olsctl.policies.forward.easy_forward`, chosen by :func:`olsctl.whatif.steps`).
 """
 
 from __future__ import annotations

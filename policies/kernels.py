@@ -1,38 +1,32 @@
-"""EASY's decisions over arrays, compiled with numba: the only implementation of them.
+"""EASY's decisions, written once as plain Python kernels (see :mod:`olsctl.policies.jit`).
 
 Here belong the rules of an EASY pass (:func:`admit`, :func:`shadow_extra`), the queue
-orders (:func:`ordered_queue`), the pass itself (:func:`easy_pass`), the SLA bound that
-cuts a what-if short (:func:`bound_open`, :func:`bound_start`, :func:`bound_value`,
-:func:`missed`) and EASY's what-if loop (:func:`easy_forward`). The main simulator's EASY
-passes (:class:`olsctl.policies.easy.EasyBackfill`), the power-aware EASY's count test
-and MQBF's shadow times (:mod:`olsctl.policies.backfill`) and the what-if engine
-(:mod:`olsctl.whatif`) all call these functions.
+orders (:func:`ordered_queue`), the pass itself in two steps (:func:`head_run`: the jobs
+that start from the head; :func:`backfill_rest`: the blocked head's reservation and the
+jobs started behind it) and the SLA bound that cuts a what-if short (:func:`bound_open`,
+:func:`bound_start`, :func:`bound_value`, :func:`missed`).
 
-The source is plain Python: with ``NUMBA_DISABLE_JIT=1`` it runs uncompiled, with the
-same results. Compiled code is cached next to this file (``cache=True``);
-:func:`compile_kernels` compiles (or loads) every kernel and says how long it took.
+The main simulator calls these functions as they are, over its Python lists
+(:func:`olsctl.policies.backfill.easy_pass`, :class:`olsctl.policies.backfill.CountResources`,
+MQBF's shadow times); the what-if loops call their compiled copies over arrays
+(:mod:`olsctl.policies.forward`, :func:`olsctl.policies.jit.compiled`). So the functions
+only index their sequences (lists or arrays alike) and call other kernels.
 
-The rules and the bound also have a *Python form* (:func:`python_form`: the same
-function, uncompiled) for callers that hold Python lists (the live state of a pass that
-is not compiled): it reads lists as they are, with no conversion and no call into
-compiled code with arrays. Those functions only index their sequences and call scalar
-kernels.
-
-Data: job columns are indexed by the state's job index (``procs`` int64; ``est``,
-``submit``, ``runtime``, ``start`` float64, ``start`` NaN while a job waits). The running
+Data: job columns are indexed by the state's job index (``procs`` int; ``est``,
+``submit``, ``runtime``, ``start`` float, ``start`` NaN while a job waits). The running
 jobs are ``running[k] = (expected end, job)`` in (end, job) order: the state's list of
 tuples, or a float array of shape (n, 2). Floating-point expressions are written exactly
-as the Python code they replace (``x ** 3.0``, not ``x ** 3``, which numba computes by
-repeated multiplication and rounds differently).
+as Python computes them (``x ** 3.0``, not ``x ** 3``, which numba computes by repeated
+multiplication and rounds differently).
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
-from numba import njit
+
+from olsctl.policies.jit import kernel
 
 INF = math.inf
 
@@ -46,16 +40,10 @@ MEAN_BSLD, MEAN_WAIT, MAX_WAIT = 1, 2, 3
 BOUND_METRICS = {"mean_bsld": MEAN_BSLD, "mean_wait_s": MEAN_WAIT, "max_wait_s": MAX_WAIT}
 
 
-def python_form(kernel):
-    """The kernel as the plain Python function it is compiled from (itself when the JIT
-    is disabled)."""
-    return getattr(kernel, "py_func", kernel)
-
-
 # -- the rules of a pass -------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def admit(p: int, now: float, est: float, free: int, shadow_s: float, extra: int) -> int:
     """EASY's fit test of a job of ``p`` processors and estimate ``est`` (s) at ``now``:
     the ``extra`` processors left if it may start, else -1.
@@ -72,7 +60,7 @@ def admit(p: int, now: float, est: float, free: int, shadow_s: float, extra: int
     return extra
 
 
-@njit(cache=True)
+@kernel
 def shadow_extra(now: float, avail: int, need: int, running, n_run: int, procs) -> tuple:
     """(shadow time, extra processors) for a job of width ``need`` with ``avail``
     processors free now and ``running[:n_run]`` running.
@@ -96,7 +84,7 @@ def shadow_extra(now: float, avail: int, need: int, running, n_run: int, procs) 
     return (end if end > now else now), avail - need
 
 
-@njit(cache=True)
+@kernel
 def order_key(code: int, now: float, submit: float, p: int, est: float) -> float:
     """A waiting job's key in queue order ``code`` (smaller first): processors x estimate
     (SAF), the estimate (SJF), minus Cobalt's WFP utility (wait / estimate)^3 x
@@ -110,24 +98,74 @@ def order_key(code: int, now: float, submit: float, p: int, est: float) -> float
     return 0.0
 
 
-@njit(cache=True)
-def ordered_queue(code: int, now: float, queue: np.ndarray, procs: np.ndarray,
-                  est: np.ndarray, submit: np.ndarray) -> np.ndarray:
-    """``queue`` (arrival order: submit time, job id) in order ``code``, sorted stably so
-    that equal keys keep arrival order. FCFS returns ``queue`` itself."""
+@kernel
+def ordered_queue(code: int, now: float, queue, procs, est, submit) -> np.ndarray:
+    """``queue`` (arrival order: submit time, job id) in order ``code``, as an int64
+    array, sorted stably so that equal keys keep arrival order."""
+    n = len(queue)
+    ordered = np.empty(n, dtype=np.int64)
     if code == FCFS:
-        return queue
-    keys = np.empty(queue.size)
-    for i in range(queue.size):
+        for i in range(n):
+            ordered[i] = queue[i]
+        return ordered
+    keys = np.empty(n)
+    for i in range(n):
         j = queue[i]
         keys[i] = order_key(code, now, submit[j], procs[j], est[j])
-    return queue[np.argsort(keys, kind="mergesort")]
+    by_key = np.argsort(keys, kind="mergesort")
+    for i in range(n):
+        ordered[i] = queue[by_key[i]]
+    return ordered
+
+
+# -- one pass, in two steps (the caller starts the head's jobs in between) -----------------
+
+
+@kernel
+def head_run(now: float, free: int, ordered, procs, est) -> int:
+    """How many jobs of ``ordered`` (the waiting jobs in the policy's order) start from
+    its head with ``free`` processors free at ``now``: they start while the head fits."""
+    k = 0
+    n = len(ordered)
+    while k < n:
+        j = ordered[k]
+        if admit(procs[j], now, est[j], free, INF, 0) < 0:
+            break
+        free -= procs[j]
+        k += 1
+    return k
+
+
+@kernel
+def backfill_rest(now: float, free: int, ordered, k: int, procs, est, running, n_run: int,
+                  started) -> tuple:
+    """The rest of a pass once the first ``k`` jobs of ``ordered`` have started (they are
+    in ``running[:n_run]``, and ``free`` is what is left): job ``ordered[k]`` is the
+    blocked head and gets a reservation at its shadow time (:func:`shadow_extra`); every
+    later job that passes :func:`admit` then starts, until no processor is free. The
+    jobs to start go to ``started`` in start order; returns (how many, the shadow time,
+    the extra processors left, the reserved job)."""
+    head = ordered[k]
+    shadow_s, extra = shadow_extra(now, free, procs[head], running, n_run, procs)
+    ns = 0
+    for pos in range(k + 1, len(ordered)):
+        if free <= 0:
+            break
+        j = ordered[pos]
+        left = admit(procs[j], now, est[j], free, shadow_s, extra)
+        if left < 0:
+            continue
+        extra = left
+        started[ns] = j
+        ns += 1
+        free -= procs[j]
+    return ns, shadow_s, extra, head
 
 
 # -- the running jobs, as a float array of (expected end, job) rows ----------------------
 
 
-@njit(cache=True)
+@kernel
 def insert_running(running: np.ndarray, n_run: int, end: float, j: int) -> int:
     """Add job ``j`` expected to end at ``end`` in (end, job) order; returns the new
     count (the array must have room)."""
@@ -142,7 +180,7 @@ def insert_running(running: np.ndarray, n_run: int, end: float, j: int) -> int:
     return n_run + 1
 
 
-@njit(cache=True)
+@kernel
 def remove_running(running: np.ndarray, n_run: int, j: int) -> int:
     """Take job ``j`` out of the running jobs; returns the new count."""
     k = 0
@@ -154,85 +192,36 @@ def remove_running(running: np.ndarray, n_run: int, j: int) -> int:
     return n_run - 1
 
 
-# -- one pass ------------------------------------------------------------------------------
+
+# -- one pass, on arrays ----------------------------------------------------------------
 
 
-@njit(cache=True)
-def pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray, est: np.ndarray,
-              running: np.ndarray, n_run: int, started: np.ndarray) -> tuple:
-    """One EASY pass over ``ordered`` (the waiting jobs in the policy's order) with
-    ``free`` processors free at ``now``.
-
-    Jobs start from the head while the head fits; the blocked head gets a reservation at
-    its shadow time (:func:`shadow_extra`, counting the jobs just started); then every
-    later job that passes :func:`admit` starts, until no processor is free. Started jobs
-    go to ``started`` in start order and join ``running``. Returns (jobs started, running
-    jobs, shadow time, extra processors, the reserved job or -1); a pass with no free
-    processor or no waiting job changes nothing."""
-    n = ordered.size
-    if free <= 0 or n == 0:
-        return 0, n_run, INF, 0, -1
-    ns = 0
-    k = 0
-    while k < n:  # from the head while the head fits
-        j = ordered[k]
-        if admit(procs[j], now, est[j], free, INF, 0) < 0:
-            break
-        started[ns] = j
-        ns += 1
-        free -= procs[j]
-        n_run = insert_running(running, n_run, now + est[j], j)
-        k += 1
-    if k == n:
-        return ns, n_run, INF, 0, -1
-    head = ordered[k]
-    shadow_s, extra = shadow_extra(now, free, procs[head], running, n_run, procs)
-    for pos in range(k + 1, n):  # the rest of the queue, in order
-        if free <= 0:
-            break
-        j = ordered[pos]
-        left = admit(procs[j], now, est[j], free, shadow_s, extra)
-        if left < 0:
-            continue
-        extra = left
-        started[ns] = j
-        ns += 1
-        free -= procs[j]
-        n_run = insert_running(running, n_run, now + est[j], j)
-    return ns, n_run, shadow_s, extra, head
-
-
-@njit(cache=True)
+@kernel
 def easy_pass(code: int, now: float, free: int, queue: np.ndarray, procs: np.ndarray,
               est: np.ndarray, submit: np.ndarray, running: np.ndarray, n_run: int,
               started: np.ndarray) -> tuple:
-    """:func:`pass_over` of ``queue`` (arrival order) put in order ``code``."""
+    """One EASY pass over ``queue`` (arrival order) put in order ``code``, on arrays:
+    :func:`head_run`, then :func:`backfill_rest`. Started jobs go to ``started`` in start
+    order and join ``running``. Returns (jobs started, running jobs, shadow time, extra
+    processors, the reserved job or -1); a pass with no free processor or no waiting
+    job changes nothing."""
     if free <= 0 or queue.size == 0:  # nothing can start: not even worth ordering
         return 0, n_run, INF, 0, -1
     ordered = ordered_queue(code, now, queue, procs, est, submit)
-    return pass_over(now, free, ordered, procs, est, running, n_run, started)
-
-
-@njit(cache=True)
-def easy_pass_flat(code: int, now: float, free: int, flat: np.ndarray, n_run: int,
-                   procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
-                   started: np.ndarray) -> tuple:
-    """:func:`easy_pass` on a live state's lists, handed over as one float array:
-    ``flat`` = the running jobs' (expected end, job) pairs in order, then the waiting
-    jobs in arrival order (one conversion from Python instead of several). The jobs
-    started go to ``started``; returns (how many, the shadow time, the reserved job or
-    -1)."""
-    nq = flat.size - 2 * n_run
-    running = np.empty((n_run + nq, 2))
-    for k in range(n_run):
-        running[k, 0] = flat[2 * k]
-        running[k, 1] = flat[2 * k + 1]
-    queue = np.empty(nq, dtype=np.int64)
-    for i in range(nq):
-        queue[i] = np.int64(flat[2 * n_run + i])
-    ns, _, shadow_s, _, head = easy_pass(code, now, free, queue, procs, est, submit, running,
-                                         n_run, started)
-    return ns, shadow_s, head
+    k = head_run(now, free, ordered, procs, est)
+    for i in range(k):
+        j = ordered[i]
+        started[i] = j
+        free -= procs[j]
+        n_run = insert_running(running, n_run, now + est[j], j)
+    if k == ordered.size:
+        return k, n_run, INF, 0, -1
+    ns, shadow_s, extra, head = backfill_rest(now, free, ordered, k, procs, est, running,
+                                              n_run, started[k:])
+    for i in range(k, k + ns):
+        j = started[i]
+        n_run = insert_running(running, n_run, now + est[j], j)
+    return k + ns, n_run, shadow_s, extra, head
 
 
 # -- the SLA bound of a what-if (see olsctl.whatif.MissBound) ------------------------------
@@ -242,7 +231,7 @@ KNOWN, SUM_A, SUM_B, T0 = 0, 1, 2, 3
 WAITING, FIRST = 0, 1
 
 
-@njit(cache=True)
+@kernel
 def divisor(metric: int, runtime: float, bsld_s: float) -> float:
     """What a job's wait is divided by in ``metric``: olsctl.metrics.job_bsld's
     max(runtime, ``bsld_s``) for the bounded slowdown, else 1."""
@@ -251,7 +240,7 @@ def divisor(metric: int, runtime: float, bsld_s: float) -> float:
     return 1.0
 
 
-@njit(cache=True)
+@kernel
 def with_known(metric: int, known: float, wait: float, m: float) -> float:
     """The bound's known part once a job that waited ``wait`` (divisor ``m``) counts."""
     if metric == MEAN_BSLD:
@@ -261,7 +250,7 @@ def with_known(metric: int, known: float, wait: float, m: float) -> float:
     return wait if wait > known else known
 
 
-@njit(cache=True)
+@kernel
 def bound_open(metric: int, acc, cnt, seen, t0: float, run_job, start, submit, runtime,
                bsld_s: float) -> None:
     """Start the bound of ``metric`` over the ``len(seen)`` snapshot jobs at ``t0``:
@@ -292,7 +281,7 @@ def bound_open(metric: int, acc, cnt, seen, t0: float, run_job, start, submit, r
     cnt[FIRST] = 0  # the earliest-submitted snapshot job possibly still waiting
 
 
-@njit(cache=True)
+@kernel
 def bound_start(metric: int, acc, cnt, seen, j: int, now: float, submit, runtime,
                 bsld_s: float) -> None:
     """Snapshot job ``j`` starts at ``now``: its wait becomes known."""
@@ -304,7 +293,7 @@ def bound_start(metric: int, acc, cnt, seen, j: int, now: float, submit, runtime
     acc[SUM_B] -= (submit[j] - acc[T0]) / m
 
 
-@njit(cache=True)
+@kernel
 def bound_value(metric: int, acc, cnt, seen, now: float, submit) -> float:
     """The lower bound at ``now``: started jobs with their waits, waiting ones with the
     wait they have so far."""
@@ -325,237 +314,7 @@ def bound_value(metric: int, acc, cnt, seen, now: float, submit) -> float:
     return (acc[KNOWN] + extra) / n
 
 
-@njit(cache=True)
+@kernel
 def missed(value: float, limit: float) -> bool:
     """A bound ``value`` surely above ``limit``: by a margin far above rounding."""
     return value > limit + 1e-6 * (limit if limit > 1.0 else 1.0)
-
-
-# -- EASY's what-if loop -------------------------------------------------------------------
-#
-# A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
-# in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
-# HEAP_J, STARTED, then the counters; ``floats`` holds n-long blocks EST, RUNTIME, SUBMIT,
-# START, HEAP_T, then the running jobs (n rows of (expected end, job)), the clock and the
-# bound's sums.
-
-PROCS, QUEUE, HEAP_J, STARTED = range(4)
-EST, RUNTIME, SUBMIT, START, HEAP_T = range(5)
-INT_BLOCKS, FLOAT_BLOCKS = 4, 5
-#: the counters after the blocks of ``ints`` (from BOUND_COUNTS on: the bound's ``cnt``)
-(ACTIVE, BUSY, NQ, NRUN, NHEAP, WAKE_N, DUE, METRIC, AT_BOUND, FINISHES,
- BOUND_COUNTS) = range(11)
-N_COUNTS = BOUND_COUNTS + 2
-#: the clock after the running jobs in ``floats`` (then the bound's ``acc``)
-NOW, WAKE_T, UNTIL, LIMIT, VALUE = range(5)
-N_CLOCK = 5
-N_TAIL = N_CLOCK + 4
-
-
-@njit(cache=True)
-def block(a: np.ndarray, k: int, n: int) -> np.ndarray:
-    """The ``k``-th n-long block of a what-if's flat array."""
-    return a[k * n:(k + 1) * n]
-
-
-@njit(cache=True)
-def running_block(floats: np.ndarray, n: int) -> np.ndarray:
-    """The running jobs' rows of a what-if's ``floats``."""
-    at = FLOAT_BLOCKS * n
-    return floats[at:at + 2 * n].reshape((n, 2))
-
-
-@njit(cache=True)
-def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) -> int:
-    """Push (t, j) on the min-heap ``heap_t[:n]``, ``heap_j[:n]``; returns the new size."""
-    i = n
-    while i > 0:
-        up = (i - 1) >> 1
-        if heap_t[up] < t or (heap_t[up] == t and heap_j[up] < j):
-            break
-        heap_t[i] = heap_t[up]
-        heap_j[i] = heap_j[up]
-        i = up
-    heap_t[i] = t
-    heap_j[i] = j
-    return n + 1
-
-
-@njit(cache=True)
-def heap_pop(heap_t: np.ndarray, heap_j: np.ndarray, n: int) -> int:
-    """Drop the smallest (t, j) of the heap; returns the new size."""
-    n -= 1
-    t = heap_t[n]
-    j = heap_j[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and (heap_t[c + 1] < heap_t[c]
-                          or (heap_t[c + 1] == heap_t[c] and heap_j[c + 1] < heap_j[c])):
-            c += 1
-        if heap_t[c] < t or (heap_t[c] == t and heap_j[c] < j):
-            heap_t[i] = heap_t[c]
-            heap_j[i] = heap_j[c]
-            i = c
-        else:
-            break
-    heap_t[i] = t
-    heap_j[i] = j
-    return n
-
-
-@njit(cache=True)
-def forward_open(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
-                 bsld_s: float) -> None:
-    """Complete a what-if's arrays once the caller has filled PROCS, QUEUE, EST, RUNTIME,
-    SUBMIT, START, the running jobs (the state's, in order), the counters and the clock:
-    the heap of the running jobs' true ends (start + runtime) and, if ``METRIC`` is set,
-    the bound over all n jobs."""
-    count = ints[INT_BLOCKS * n:]
-    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
-    running = running_block(floats, n)
-    start, runtime = block(floats, START, n), block(floats, RUNTIME, n)
-    heap_t, heap_j = block(floats, HEAP_T, n), block(ints, HEAP_J, n)
-    n_run = count[NRUN]
-    run_job = np.empty(n_run, dtype=np.int64)
-    for k in range(n_run):
-        j = np.int64(running[k, 1])
-        run_job[k] = j
-        heap_push(heap_t, heap_j, k, start[j] + runtime[j], j)
-    count[NHEAP] = n_run
-    if count[METRIC]:
-        bound_open(count[METRIC], tail[N_CLOCK:], count[BOUND_COUNTS:], seen, tail[NOW],
-                   run_job, start, block(floats, SUBMIT, n), runtime, bsld_s)
-
-
-@njit(cache=True)
-def easy_forward(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
-                 bsld_s: float) -> bool:
-    """Run an EASY what-if of n jobs forward (arrays set up by :func:`forward_open`) as
-    :func:`olsctl.whatif.steps` does, until every job has started, nothing more can
-    happen, or the next instant is past ``UNTIL``; returns True when the SLA bound cut it
-    short instead (``VALUE`` holds the bound; called again, it goes on under ``LIMIT``,
-    or with no bound once ``METRIC`` is 0)."""
-    return run_forward(code, block(ints, PROCS, n), block(floats, EST, n),
-                       block(floats, RUNTIME, n), block(floats, SUBMIT, n),
-                       block(floats, START, n), block(ints, QUEUE, n),
-                       running_block(floats, n), block(floats, HEAP_T, n),
-                       block(ints, HEAP_J, n), block(ints, STARTED, n),
-                       floats[FLOAT_BLOCKS * n + 2 * n:], ints[INT_BLOCKS * n:], seen, bsld_s)
-
-
-@njit(cache=True)
-def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
-                submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
-                running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
-                started: np.ndarray, clock: np.ndarray, count: np.ndarray, seen: np.ndarray,
-                bsld_s: float) -> bool:
-    """The loop of :func:`easy_forward`. At each instant: the completions due (the heap
-    of true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active),
-    then one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival
-    order; ``start`` gets each start. The arrays hold the whole run between calls."""
-    acc = clock[N_CLOCK:]
-    cnt = count[BOUND_COUNTS:]
-    now = clock[NOW]
-    wake_t = clock[WAKE_T]
-    until = clock[UNTIL]
-    active = count[ACTIVE]
-    busy = count[BUSY]
-    nq = count[NQ]
-    n_run = count[NRUN]
-    n_heap = count[NHEAP]
-    due = count[DUE]
-    metric = count[METRIC]
-    finishes = count[FINISHES]
-    at_bound = count[AT_BOUND] != 0
-    cut = False
-    while True:
-        if not at_bound:
-            if due:
-                due = 0
-                ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq], procs,
-                                               est, submit, running, n_run, started)
-                if ns:
-                    for i in range(ns):
-                        j = started[i]
-                        start[j] = now
-                        busy += procs[j]
-                        n_heap = heap_push(heap_t, heap_j, n_heap, now + runtime[j], j)
-                        if metric:
-                            bound_start(metric, acc, cnt, seen, j, now, submit, runtime,
-                                        bsld_s)
-                    kept = 0
-                    for i in range(nq):  # the queue keeps its arrival order
-                        j = queue[i]
-                        if start[j] != start[j]:  # NaN: still waiting
-                            queue[kept] = j
-                            kept += 1
-                    nq = kept
-            if nq == 0:
-                break
-        at_bound = False
-        if metric:
-            value = bound_value(metric, acc, cnt, seen, now, submit)
-            if missed(value, clock[LIMIT]):
-                clock[VALUE] = value
-                at_bound = cut = True
-                break
-        t = heap_t[0] if n_heap else INF
-        if wake_t < t:
-            t = wake_t
-        if t == INF or t > until:
-            break
-        now = t
-        while n_heap and heap_t[0] == now:
-            j = heap_j[0]
-            n_heap = heap_pop(heap_t, heap_j, n_heap)
-            n_run = remove_running(running, n_run, j)
-            busy -= procs[j]
-            finishes += 1
-            due = 1
-        if now == wake_t:
-            active = count[WAKE_N]
-            wake_t = INF
-            due = 1
-    clock[NOW] = now
-    clock[WAKE_T] = wake_t
-    count[ACTIVE] = active
-    count[BUSY] = busy
-    count[NQ] = nq
-    count[NRUN] = n_run
-    count[NHEAP] = n_heap
-    count[DUE] = due
-    count[FINISHES] = finishes
-    count[AT_BOUND] = 1 if at_bound else 0
-    return cut
-
-
-# -- compilation ---------------------------------------------------------------------------
-
-
-def compile_kernels() -> float:
-    """Compile every kernel (or load it from the cache) by running each on a tiny case;
-    returns the seconds it took (the first run's compile time when the cache is empty)."""
-    t0 = time.perf_counter()
-    n = 3
-    ints = np.zeros(INT_BLOCKS * n + N_COUNTS, dtype=np.int64)
-    floats = np.zeros(FLOAT_BLOCKS * n + 2 * n + N_TAIL)
-    block(ints, PROCS, n)[:] = (2, 2, 4)
-    block(ints, QUEUE, n)[:2] = (1, 2)
-    block(floats, EST, n)[:] = (10.0, 5.0, 10.0)
-    block(floats, RUNTIME, n)[:] = (10.0, 5.0, 10.0)
-    block(floats, START, n)[:] = (0.0, np.nan, np.nan)
-    running_block(floats, n)[0] = (10.0, 0.0)
-    ints[INT_BLOCKS * n:INT_BLOCKS * n + METRIC + 1] = (4, 2, 2, 1, 0, 0, 1, MEAN_BSLD)
-    at = FLOAT_BLOCKS * n + 2 * n
-    floats[at:at + N_CLOCK] = (0.0, INF, INF, 1.0, 0.0)
-    seen = np.zeros(n, dtype=np.bool_)
-    forward_open(n, ints, floats, seen, 10.0)
-    easy_forward(WFP, n, ints, floats, seen, 10.0)
-    procs = block(ints, PROCS, n).copy()
-    est = block(floats, EST, n).copy()
-    easy_pass_flat(WFP, 0.0, 2, np.array([10.0, 0.0, 1.0, 2.0]), 1, procs, est, est,
-                   np.zeros(n, dtype=np.int64))
-    return time.perf_counter() - t0

@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import types
 
 import numpy as np
@@ -23,6 +24,7 @@ from numba.core import config as numba_config
 from conftest import REPO_ROOT, make_workload
 from olsctl.policies import kernels
 from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.jit import compile_kernels, compiled
 from olsctl.policies.order import ORDERS
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState
@@ -33,13 +35,29 @@ I64 = np.int64
 
 
 def test_the_jit_is_off_exactly_when_asked():
-    """Compiled kernels, unless numba's JIT is disabled: then the same source runs as
-    plain Python functions."""
-    assert isinstance(kernels.admit, types.FunctionType) == bool(numba_config.DISABLE_JIT)
+    """The kernels are plain Python functions; their compiled copies are compiled unless
+    numba's JIT is disabled: then they are the same source, uncompiled."""
+    assert isinstance(kernels.admit, types.FunctionType)
+    copy = compiled().admit
+    assert isinstance(copy, types.FunctionType) == bool(numba_config.DISABLE_JIT)
+    assert getattr(copy, "py_func", copy).__code__ is kernels.admit.__code__
 
 
 def test_compile_kernels_reports_seconds():
-    assert kernels.compile_kernels() >= 0.0
+    assert compile_kernels() >= 0.0
+
+
+def test_a_plain_run_does_not_import_numba():
+    """A main simulation without what-ifs runs the kernels uncompiled: numba, its import
+    time and its memory stay out of it."""
+    code = ("import sys; from olsctl.cli import main; "
+            "main(['run', '--trace', 'KTH-SP2', '--out', sys.argv[1], '--quiet']); "
+            "print('numba' in sys.modules)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", code, tmp], capture_output=True,
+                             text=True, cwd=REPO_ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "False"
 
 
 # -- the rules, by hand --------------------------------------------------------------------
@@ -55,6 +73,7 @@ def test_compile_kernels_reports_seconds():
 ])
 def test_admit(p, now, est, free, shadow_s, extra, want):
     assert kernels.admit(p, now, est, free, shadow_s, extra) == want
+    assert compiled().admit(p, now, est, free, shadow_s, extra) == want
 
 
 @pytest.mark.parametrize("now,avail,need,ends,procs,want", [
@@ -72,25 +91,25 @@ def test_admit(p, now, est, free, shadow_s, extra, want):
 ])
 def test_shadow_extra(now, avail, need, ends, procs, want):
     """Over a float array of (end, job) rows (compiled) and over the state's list of
-    tuples (the Python form), the same answer."""
+    tuples (as Python), the same answer."""
     rows = np.array([(end, j) for j, end in enumerate(ends)], dtype=float).reshape(-1, 2)
-    got = kernels.shadow_extra(now, avail, need, rows, len(ends), np.asarray(procs, dtype=I64))
+    got = compiled().shadow_extra(now, avail, need, rows, len(ends),
+                                  np.asarray(procs, dtype=I64))
     assert (float(got[0]), int(got[1])) == want
-    as_python = kernels.python_form(kernels.shadow_extra)
-    assert as_python(now, avail, need, list(zip(ends, range(len(ends)))), len(ends),
+    assert kernels.shadow_extra(now, avail, need, list(zip(ends, range(len(ends)))), len(ends),
                      procs) == want
 
 
 def _pass(code, now, free, queue, procs, est, submit, running):
-    """kernels.easy_pass on plain lists; running = [(end, job)]; returns (started,
-    shadow, extra, head, running after)."""
+    """The compiled easy_pass, given plain lists as arrays; running = [(end, job)];
+    returns (started, shadow, extra, head, running after)."""
     procs = np.asarray(procs, dtype=I64)
     n = procs.size
     rows = np.zeros((n, 2))
     for k, (end, j) in enumerate(running):
         rows[k] = end, j
     started = np.zeros(n, dtype=I64)
-    ns, n_run, shadow_s, extra, head = kernels.easy_pass(
+    ns, n_run, shadow_s, extra, head = compiled().easy_pass(
         code, now, free, np.asarray(queue, dtype=I64), procs, np.asarray(est, dtype=float),
         np.asarray(submit, dtype=float), rows, len(running), started)
     after = [(float(e), int(j)) for e, j in rows[:n_run]]
@@ -139,9 +158,12 @@ def test_orders_match_olsctl_policies_order():
         state.now_s = 1000.0 + float(rng.integers(0, 5000))
         queue = sorted(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).tolist())
         for name, code in kernels.ORDER_CODES.items():
-            got = kernels.ordered_queue(code, state.now_s, np.asarray(queue, dtype=I64),
-                                        procs.astype(I64), est, submit)
+            got = compiled().ordered_queue(code, state.now_s, np.asarray(queue, dtype=I64),
+                                           procs.astype(I64), est, submit)
             assert got.tolist() == list(ORDERS[name](state, queue)), name
+            as_lists = kernels.ordered_queue(code, state.now_s, queue, procs.tolist(),
+                                             est.tolist(), submit.tolist())
+            assert as_lists.tolist() == got.tolist(), name
 
 
 def test_wfp_keys_are_python_floats_to_the_bit():
@@ -154,14 +176,14 @@ def test_wfp_keys_are_python_floats_to_the_bit():
     procs = rng.integers(1, 1024, size=3000)
     for s, e, p in zip(submit.tolist(), est.tolist(), procs.tolist()):
         want = -(((now - s) / e) ** 3) * p
-        assert kernels.order_key(kernels.WFP, now, s, p, e) == want
+        assert compiled().order_key(kernels.WFP, now, s, p, e) == want
 
 
 # -- the compiled what-if loop against the engine's loop -----------------------------------
 
 class PlainEasy(EasyBackfill):
     """EASY under another type: the what-if engine runs its own loop for it (calling the
-    same compiled pass), which the compiled loop must match."""
+    same kernels, uncompiled), which the compiled loop must match."""
 
 
 def _snapshot(seed: int, order: str, estimates: str):

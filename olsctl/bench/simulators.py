@@ -168,7 +168,7 @@ def compile_times() -> tuple[float, float]:
     import sys
     import tempfile
 
-    code = "from olsctl.policies.kernels import compile_kernels; print(compile_kernels())"
+    code = "from olsctl.policies.jit import compile_kernels; print(compile_kernels())"
     times = []
     with tempfile.TemporaryDirectory(prefix="olsctl-numba-") as tmp:
         env = {**os.environ, "NUMBA_CACHE_DIR": tmp}

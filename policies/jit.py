@@ -1,0 +1,70 @@
+"""Compiling the policy kernels, only where it pays.
+
+A kernel is a plain Python function marked with :func:`kernel`; its module stays free of
+numba, so a run that needs no compiled code (a main simulation without what-ifs) never
+imports it. :func:`compiled` makes numba-compiled copies of every kernel on first use
+(numba is imported then): each copy's global names resolve to the other compiled
+kernels, so a compiled kernel calls compiled kernels. Compiled code is cached next to
+the kernels' source files (numba's ``cache=True``). With ``NUMBA_DISABLE_JIT=1`` the
+"compiled" copies are the same plain functions.
+
+So each rule is written once: the main simulator calls the plain function over its
+lists, the what-if loops call the compiled one over arrays.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from typing import Callable
+
+_KERNELS: dict[str, Callable] = {}
+_COMPILED: "types.SimpleNamespace | None" = None
+
+
+def kernel(func: Callable) -> Callable:
+    """Mark ``func`` as a kernel (returned unchanged). Kernel names are unique across
+    modules: a compiled kernel finds the others by name."""
+    name = func.__name__
+    if _KERNELS.get(name, func) is not func:
+        raise ValueError(f"two kernels named {name!r}")
+    _KERNELS[name] = func
+    return func
+
+
+def compiled() -> types.SimpleNamespace:
+    """The compiled kernels, by name (compiled lazily, at each one's first call, or
+    loaded from the cache)."""
+    global _COMPILED
+    if _COMPILED is None:
+        _load_kernel_modules()
+        from numba import njit
+
+        scope: dict = {}
+        for func in _KERNELS.values():  # the modules' constants and imports
+            scope.update((k, v) for k, v in func.__globals__.items() if k not in _KERNELS)
+        for name, func in _KERNELS.items():
+            copy = types.FunctionType(func.__code__, scope, name, func.__defaults__,
+                                      func.__closure__)
+            copy.__qualname__ = func.__qualname__
+            copy.__module__ = func.__module__
+            scope[name] = njit(cache=True)(copy)
+        _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
+    return _COMPILED
+
+
+def _load_kernel_modules() -> None:
+    """Import every module that defines kernels, so that all are registered."""
+    import olsctl.policies.forward  # noqa: F401
+    import olsctl.policies.kernels  # noqa: F401
+
+
+def compile_kernels() -> float:
+    """Compile every kernel (or load it from the cache) by running the what-if loop on a
+    tiny case; returns the seconds it took (the first run's compile time when the cache
+    is empty)."""
+    t0 = time.perf_counter()
+    from olsctl.policies.forward import warm_up
+
+    warm_up(compiled())
+    return time.perf_counter() - t0
