@@ -71,6 +71,11 @@ class SlaFeedback:
         self._estimate = np.asarray(estimate_s, dtype=float)
         #: a window's realized metric once every job of it has finished, by window index
         self._final: dict[int, float] = {}
+        #: the start times read so far from the list ``_read_from`` (NaN: not started
+        #: when last read; a start, once set, never changes, so only those still NaN are
+        #: read again)
+        self._start = np.full(self._submit.size, np.nan)
+        self._read_from: list[float] | None = None
 
     def window_at(self, now_s: float) -> tuple[int, float]:
         """The index of the window holding ``now_s`` and its start (seconds)."""
@@ -95,7 +100,7 @@ class SlaFeedback:
         """The SLA metric of jobs ``lo:hi`` as realized by ``now_s``, and whether it is
         final (every one of them has finished)."""
         submit = self._submit[lo:hi]
-        start = np.asarray(start_s[lo:hi], dtype=float)
+        start = self._starts(start_s, lo, hi)
         started = start == start
         wait = np.where(started, start - submit, now_s - submit)
         runtime = self._runtime[lo:hi]
@@ -109,6 +114,20 @@ class SlaFeedback:
         if self.metric == "p95_bsld":
             return float(np.percentile(bsld, 95)), final
         return float(bsld.mean()), final
+
+    def _starts(self, start_s: list[float], lo: int, hi: int) -> np.ndarray:
+        """``start_s[lo:hi]`` as an array, reading only the entries not yet known."""
+        known = self._start
+        if start_s is not self._read_from:  # another run's list: start afresh
+            if len(start_s) != known.size:
+                return np.asarray(start_s[lo:hi], dtype=float)
+            known[:] = np.nan
+            self._read_from = start_s
+        part = known[lo:hi]
+        unread = np.flatnonzero(part != part)
+        if unread.size:
+            part[unread] = [start_s[i] for i in (unread + lo).tolist()]
+        return part.copy()
 
     def pressure(self, start_s: list[float], now_s: float) -> float:
         """The blended realized metric of the current and previous windows over the

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -244,11 +245,13 @@ class SimState:
     # -- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> "Snapshot":
         """Frozen copy of the jobs still in the system (running, then waiting in order)."""
-        idx = [j for _, j in self.running] + list(self.queue)
+        running = [j for _, j in self.running]
+        idx = running + list(self.queue)
+        pick = itemgetter(*idx) if len(idx) > 1 else (lambda values: [values[j] for j in idx])
 
         def col(values: list, dtype: type) -> np.ndarray:
             # only the jobs in the system: the cost follows them, not the workload
-            return np.asarray([values[j] for j in idx], dtype=dtype)
+            return np.asarray(pick(values), dtype=dtype)
 
         return Snapshot(
             now_s=self.now_s,
@@ -260,9 +263,10 @@ class SimState:
             procs=col(self.procs, np.int64),
             estimate_s=col(self.estimate_s, float),
             runtime_s=col(self.runtime_s, float),
-            start_s=np.asarray([self.start_s[j] for _, j in self.running]
+            start_s=np.asarray([self.start_s[j] for j in running]
                                + [np.nan] * len(self.queue), dtype=float),
-            running_alloc=tuple(self.alloc.get(j) for _, j in self.running),
+            running_alloc=tuple(self.alloc.get(j) for j in running) if self.alloc else
+            (None,) * len(running),
             power=None if self.power is None else self.power.subset(idx),
             wake=self.wake,
             pass_due=self.pass_due,

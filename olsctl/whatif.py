@@ -280,45 +280,35 @@ def _easy_steps(state: SimState, order: int, until_s: float,
 
 class _EasyRun:
     """An EASY what-if as the flat arrays :func:`olsctl.policies.forward.easy_forward`
-    runs (jobs indexed as in the state), and what it did written back to the state."""
+    runs (jobs indexed as in the state), and what it did written back to the state
+    (``state`` None: to nobody; :class:`EasyTemplate` runs read the arrays)."""
 
-    def __init__(self, state: SimState, order: int, until_s: float,
-                 stop_above: "tuple[str, float] | None") -> None:
-        k = fw
+    def __init__(self, state: SimState | None, order: int, until_s: float = INF,
+                 stop_above: "tuple[str, float] | None" = None, arrays=None) -> None:
         self.state, self.order = state, order
-        n = self.n = len(state.job_id)
-        nq, running, wake = len(state.queue), state.running, state.wake
-        n_run = len(running)
-        metric = 0 if stop_above is None or n == 0 else \
-            kernels.BOUND_METRICS.get(stop_above[0], 0)
-        ints = self.ints = np.empty(k.INT_BLOCKS * n + k.N_COUNTS, dtype=np.int64)
-        ints[k.PROCS * n:k.PROCS * n + n] = state.procs
-        ints[k.QUEUE * n:k.QUEUE * n + nq] = state.queue
-        ints[k.INT_BLOCKS * n:] = (state.active_procs, state.busy_procs, nq, n_run, 0,
-                                   0 if wake is None else wake[1], state.pass_due, metric,
-                                   0, 0, 0, 0)
-        floats = self.floats = np.empty((k.FLOAT_BLOCKS + 2) * n + k.N_TAIL)
-        floats[k.EST * n:k.EST * n + n] = state.estimate_s
-        floats[k.RUNTIME * n:k.RUNTIME * n + n] = state.runtime_s
-        floats[k.SUBMIT * n:k.SUBMIT * n + n] = state.submit_s
-        floats[k.START * n:k.START * n + n] = state.start_s
-        at = self.run_at = k.FLOAT_BLOCKS * n
-        if n_run:
-            floats[at:at + 2 * n_run] = np.fromiter(chain.from_iterable(running), float,
-                                                    2 * n_run)
-        at = self.tail_at = at + 2 * n
-        floats[at:at + k.N_CLOCK] = (state.now_s, k.INF if wake is None else wake[0],
-                                     until_s, stop_above[1] if metric else 0.0, 0.0)
-        self.seen = np.zeros(n if metric else 0, dtype=np.bool_)
         self.kernels = compiled()
-        self.kernels.forward_open(n, ints, floats, self.seen, BSLD_BOUND_S)
-        self.bound = k.INF
+        if arrays is None:
+            wake = state.wake
+            arrays = _easy_arrays(
+                len(state.job_id), state.procs, state.queue, state.estimate_s,
+                state.runtime_s, state.submit_s, state.start_s,
+                np.fromiter(chain.from_iterable(state.running), float,
+                            2 * len(state.running)),
+                (state.active_procs, state.busy_procs, 0 if wake is None else wake[1],
+                 state.pass_due),
+                (state.now_s, INF if wake is None else wake[0]), until_s, stop_above,
+                self.kernels)
+        self.n, self.ints, self.floats, self.seen = arrays
+        self.tail_at = (fw.FLOAT_BLOCKS + 2) * self.n
+        self.bound = INF
 
     def forward(self) -> bool:
         """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
         cut = self.kernels.easy_forward(self.order, self.n, self.ints, self.floats, self.seen,
-                                   BSLD_BOUND_S)
-        self._write_back()
+                                        BSLD_BOUND_S)
+        self.bound = float(self.floats[self.tail_at + fw.VALUE])
+        if self.state is not None:
+            self._write_back()
         return bool(cut)
 
     def go_on(self, limit: float | None) -> None:
@@ -327,6 +317,20 @@ class _EasyRun:
             self.ints[fw.INT_BLOCKS * self.n + fw.METRIC] = 0
         else:
             self.floats[self.tail_at + fw.LIMIT] = limit
+
+    def steps(self):
+        """:func:`steps`' generator protocol over these arrays alone."""
+        while self.forward():
+            self.go_on((yield self.bound))
+
+    def column(self, block: int) -> np.ndarray:
+        """A float column of the jobs (``fw.START``, ``fw.SUBMIT``, ...), as it stands."""
+        n = self.n
+        return self.floats[block * n:(block + 1) * n]
+
+    @property
+    def now_s(self) -> float:
+        return float(self.floats[self.tail_at + fw.NOW])
 
     def _write_back(self) -> None:
         k, st, n = fw, self.state, self.n
@@ -340,12 +344,86 @@ class _EasyRun:
         st.pass_due = bool(count[k.DUE])
         st.finishes += count[k.FINISHES]
         self.ints[at + k.FINISHES] = 0
-        self.bound = clock[k.VALUE]
         st.start_s[:] = self.floats[k.START * n:k.START * n + n].tolist()
         st.queue = self.ints[k.QUEUE * n:k.QUEUE * n + count[k.NQ]].tolist()
-        rows = self.floats[self.run_at:self.run_at + 2 * count[k.NRUN]]
+        at = fw.FLOAT_BLOCKS * n
+        rows = self.floats[at:at + 2 * count[k.NRUN]]
         st.running = list(zip(rows[0::2].tolist(), rows[1::2].astype(np.int64).tolist()))
         st.started = []
+
+
+def _easy_arrays(n: int, procs, queue, est, runtime, submit, start, running_flat,
+                 counts: tuple, clock: tuple, until_s: float,
+                 stop_above: "tuple[str, float] | None", jit_kernels) -> tuple:
+    """The arrays of an EASY what-if of ``n`` jobs (:mod:`olsctl.policies.forward`):
+    ``queue`` waits in arrival order, ``running_flat`` holds the running jobs' (expected
+    end, job) pairs in order, ``counts`` = (active, busy, processors of a wake under way,
+    pass due), ``clock`` = (now, the wake's time); ``jit_kernels``: the compiled kernels.
+    Returns (n, ints, floats, seen)."""
+    k = fw
+    nq, n_run = len(queue), running_flat.size // 2
+    metric = 0 if stop_above is None or n == 0 else \
+        kernels.BOUND_METRICS.get(stop_above[0], 0)
+    ints = np.empty(k.INT_BLOCKS * n + k.N_COUNTS, dtype=np.int64)
+    ints[k.PROCS * n:k.PROCS * n + n] = procs
+    ints[k.QUEUE * n:k.QUEUE * n + nq] = queue
+    active, busy, wake_n, due = counts
+    ints[k.INT_BLOCKS * n:] = (active, busy, nq, n_run, 0, wake_n, due, metric, 0, 0, 0, 0)
+    floats = np.empty((k.FLOAT_BLOCKS + 2) * n + k.N_TAIL)
+    floats[k.EST * n:k.EST * n + n] = est
+    floats[k.RUNTIME * n:k.RUNTIME * n + n] = runtime
+    floats[k.SUBMIT * n:k.SUBMIT * n + n] = submit
+    floats[k.START * n:k.START * n + n] = start
+    at = k.FLOAT_BLOCKS * n
+    floats[at:at + 2 * n_run] = running_flat
+    at += 2 * n
+    floats[at:at + k.N_CLOCK] = (clock[0], clock[1], until_s,
+                                 stop_above[1] if metric else 0.0, 0.0)
+    seen = np.zeros(n if metric else 0, dtype=np.bool_)
+    jit_kernels.forward_open(n, ints, floats, seen, BSLD_BOUND_S)
+    return n, ints, floats, seen
+
+
+class EasyTemplate:
+    """A snapshot's EASY what-if arrays, made once from its columns and copied for each
+    candidate (:meth:`run`): for snapshots with nothing but processors (no power, limit,
+    budget or partitions) and no arrivals. The same arrays as a what-if started from
+    ``SimState.from_snapshot(snap)`` makes."""
+
+    def __init__(self, snap: Snapshot, until_s: float,
+                 stop_above: "tuple[str, float] | None") -> None:
+        self.snap = snap
+        nr, n = snap.n_running, int(snap.job_id.size)
+        ends = snap.start_s[:nr] + snap.estimate_s[:nr]
+        rows = np.lexsort((np.arange(nr), ends))  # (expected end, job) order
+        running = np.empty(2 * nr)
+        running[0::2] = ends[rows]
+        running[1::2] = rows
+        start = np.full(n, np.nan)
+        start[:nr] = snap.start_s[:nr]
+        self.arrays = _easy_arrays(
+            n, snap.procs, np.arange(nr, n), snap.estimate_s, snap.runtime_s, snap.submit_s,
+            start, running, (snap.active_procs, int(snap.procs[:nr].sum()), 0, False),
+            (snap.now_s, INF), until_s, stop_above, compiled())
+
+    @staticmethod
+    def fits(snap: Snapshot) -> bool:
+        """Whether a template can stand for this snapshot's what-ifs."""
+        return (snap.power is None and snap.limit is None and snap.budget is None
+                and not any(a is not None for a in snap.running_alloc))
+
+    def run(self, order: int, active: int, wake: "tuple[float, int] | None",
+            pass_due: bool) -> _EasyRun:
+        """A what-if from the template's arrays (copied) under ``active`` processors, a
+        wake under way and whether the snapshot instant's pass is due."""
+        n, ints, floats, seen = self.arrays
+        ints, floats = ints.copy(), floats.copy()
+        at = fw.INT_BLOCKS * n
+        ints[at + fw.ACTIVE] = active
+        ints[at + fw.WAKE_N] = 0 if wake is None else wake[1]
+        ints[at + fw.DUE] = pass_due
+        floats[(fw.FLOAT_BLOCKS + 2) * n + fw.WAKE_T] = INF if wake is None else wake[0]
+        return _EasyRun(None, order, arrays=(n, ints, floats, seen.copy()))
 
 
 def empty_snapshot(now_s: float, total_procs: int, active_procs: int | None = None) -> Snapshot:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
-from olsctl.policies.kernels import (FCFS, admit, backfill_rest, head_run, ordered_queue,
-                                     shadow_extra)
+from olsctl.policies.kernels import (FCFS, admit, backfill_from, backfill_rest, head_run,
+                                     ordered_queue, shadow_extra)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -165,30 +165,96 @@ def shadow(state: "SimState", need: int) -> tuple[float, int]:
                          state.running, len(state.running), state.procs)
 
 
+#: under FCFS, an EASY pass at an instant where jobs only arrived since the last pass
+#: tries the new jobs alone (see :func:`easy_pass`; off only to check that it changes
+#: nothing)
+ARRIVALS_SHORTCUT = True
+
+#: where the last EASY pass's outcome lives in ``state.cache`` (for the shortcut)
+LAST_PASS_KEY = "easy-last-pass"
+
+
 def easy_pass(state: "SimState", queue: Sequence[int],
               order: int = FCFS) -> Reservation | None:
-    """One EASY pass over ``queue`` (in arrival order, put in queue order ``order``, a code
-    of :data:`olsctl.policies.kernels.ORDER_CODES`; FCFS: as given): the jobs it starts
-    are started on the state, in start order. Returns the head's reservation, or None
-    when nothing is left blocked (or the head can never start)."""
+    """One EASY pass over ``queue`` (the state's queue, in arrival order, put in queue
+    order ``order``, a code of :data:`olsctl.policies.kernels.ORDER_CODES`; FCFS: as
+    given): the jobs it starts are started on the state, in start order. Returns the
+    head's reservation, or None when nothing is left blocked (or the head can never
+    start).
+
+    Under FCFS, a pass at an instant where jobs only arrived since the last pass (no job
+    started or ended in between, the active count unchanged, no power limit moving
+    expected ends) tries the new jobs alone, from where the last pass ended: the old
+    jobs it passed over are passed over again. The same free processors and running jobs
+    give the same blocked head and the same first expected end that frees it (its shadow
+    time, or now if that end is past); the extra processors are what the last pass left;
+    and a job refused at the earlier instant is refused now, the tests being monotone in
+    time (now + estimate only grows past the shadow time). New jobs come after every old
+    one in arrival order."""
     free = state.active_procs - state.busy_procs
     if free <= 0 or not queue:
         return None  # nothing can start: the pass would change nothing
     now, procs, est = state.now_s, state.procs, state.estimate_s
-    ordered = queue if order == FCFS else \
-        ordered_queue(order, now, queue, procs, est, state.submit_s).tolist()
+    if order == FCFS:
+        last = state.cache.get(LAST_PASS_KEY) if ARRIVALS_SHORTCUT else None
+        if last is not None:
+            finishes, active, busy, qlen, last_job, head, shadow_s, extra = last
+            if (finishes == state.finishes and active == state.active_procs
+                    and busy == state.busy_procs and len(queue) > qlen
+                    and queue[qlen - 1] == last_job and state.limit is None):
+                return _new_jobs_pass(state, queue, qlen, head,
+                                      shadow_s if shadow_s > now else now, extra, free)
+        ordered = queue
+    else:
+        ordered = ordered_queue(order, now, queue, procs, est, state.submit_s).tolist()
     k = head_run(now, free, ordered, procs, est)
     start = state.start
     for j in ordered[:k]:
         start(j)
         free -= procs[j]
     if k == len(ordered):
+        state.cache.pop(LAST_PASS_KEY, None)
         return None
     started = [0] * (len(ordered) - k - 1)
-    n_started, shadow_s, _, head = backfill_rest(now, free, ordered, k, procs, est,
-                                                 state.running, len(state.running), started)
+    n_started, shadow_s, extra, head = backfill_rest(now, free, ordered, k, procs, est,
+                                                     state.running, len(state.running),
+                                                     started)
     for j in started[:n_started]:
         start(j)
+    if order == FCFS:
+        _remember(state, head, shadow_s, extra)
     if shadow_s < INF:
         return Reservation(head, shadow_s, (procs[head],))
     return None
+
+
+def _new_jobs_pass(state: "SimState", queue: Sequence[int], qlen: int, head: int,
+                   shadow_s: float, extra: int, free: int) -> Reservation | None:
+    """The arrivals-only pass of :func:`easy_pass`: ``queue[qlen:]`` tried behind the
+    blocked ``head`` (reserved at ``shadow_s``, ``extra`` processors to spare)."""
+    new = queue[qlen:]
+    started = [0] * len(new)
+    n_started, extra = backfill_from(state.now_s, free, new, 0, shadow_s, extra,
+                                     state.procs, state.estimate_s, started)
+    start = state.start
+    for j in started[:n_started]:
+        start(j)
+    _remember(state, head, shadow_s, extra)
+    if shadow_s < INF:
+        return Reservation(head, shadow_s, (state.procs[head],))
+    return None
+
+
+def _remember(state: "SimState", head: int, shadow_s: float, extra: int) -> None:
+    """Keep what an FCFS pass that left ``head`` blocked ended with, for the next: the
+    counts that show whether anything but arrivals happened since, and the waiting
+    queue's length and last job once the pass's starts leave it (``state.run_pass``
+    takes them out after the pass)."""
+    queue, started = state.queue, state.started
+    last_job = queue[-1]
+    if started and last_job in started:
+        gone = set(started)
+        last_job = next(j for j in reversed(queue) if j not in gone)
+    state.cache[LAST_PASS_KEY] = (state.finishes, state.active_procs, state.busy_procs,
+                                  len(queue) - len(started), last_job, head, shadow_s,
+                                  extra)

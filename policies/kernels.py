@@ -3,7 +3,7 @@
 Here belong the rules of an EASY pass (:func:`admit`, :func:`shadow_extra`), the queue
 orders (:func:`ordered_queue`), the pass itself in two steps (:func:`head_run`: the jobs
 that start from the head; :func:`backfill_rest`: the blocked head's reservation and the
-jobs started behind it) and the SLA bound that cuts a what-if short (:func:`bound_open`,
+jobs started behind it, :func:`backfill_from`) and the SLA bound that cuts a what-if short (:func:`bound_open`,
 :func:`bound_start`, :func:`bound_value`, :func:`missed`).
 
 The main simulator calls these functions as they are, over its Python lists
@@ -141,14 +141,25 @@ def backfill_rest(now: float, free: int, ordered, k: int, procs, est, running, n
                   started) -> tuple:
     """The rest of a pass once the first ``k`` jobs of ``ordered`` have started (they are
     in ``running[:n_run]``, and ``free`` is what is left): job ``ordered[k]`` is the
-    blocked head and gets a reservation at its shadow time (:func:`shadow_extra`); every
-    later job that passes :func:`admit` then starts, until no processor is free. The
-    jobs to start go to ``started`` in start order; returns (how many, the shadow time,
-    the extra processors left, the reserved job)."""
+    blocked head and gets a reservation at its shadow time (:func:`shadow_extra`); then
+    :func:`backfill_from` the job after it. Returns (jobs started, the shadow time, the
+    extra processors left, the reserved job)."""
     head = ordered[k]
     shadow_s, extra = shadow_extra(now, free, procs[head], running, n_run, procs)
+    ns, extra = backfill_from(now, free, ordered, k + 1, shadow_s, extra, procs, est,
+                              started)
+    return ns, shadow_s, extra, head
+
+
+@kernel
+def backfill_from(now: float, free: int, ordered, first: int, shadow_s: float, extra: int,
+                  procs, est, started) -> tuple:
+    """Behind a blocked head reserved at ``shadow_s`` with ``extra`` processors to spare:
+    every job of ``ordered`` from position ``first`` on that passes :func:`admit` starts,
+    in order, until no processor is free. The jobs to start go to ``started`` in start
+    order; returns (how many, the extra processors left)."""
     ns = 0
-    for pos in range(k + 1, len(ordered)):
+    for pos in range(first, len(ordered)):
         if free <= 0:
             break
         j = ordered[pos]
@@ -159,7 +170,7 @@ def backfill_rest(now: float, free: int, ordered, k: int, procs, est, running, n
         started[ns] = j
         ns += 1
         free -= procs[j]
-    return ns, shadow_s, extra, head
+    return ns, extra
 
 
 # -- the running jobs, as a float array of (expected end, job) rows ----------------------

@@ -18,11 +18,15 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies import forward as fw
 from olsctl.policies import make_policy
+from olsctl.policies.easy import EasyBackfill
 from olsctl.state import SimState, Snapshot
 from olsctl.controller.forecast import power_forecast
-from olsctl.whatif import JobTable, steps
+from olsctl.whatif import EasyTemplate, JobTable, steps
 
 #: metrics an SLA can bound (of the snapshot's jobs in a what-if)
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
@@ -218,13 +222,28 @@ class WhatIfRun:
         if too_wide:  # they can never start on this machine: no need to simulate
             self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
             return
-        state = self.state = SimState.from_snapshot(snap)
-        apply_candidate(state, candidate, task.current, task.wake_latency_s)
         self.policy = _policy(candidate.policy_spec(task.policy))
         self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-        self.steps = steps(state, self.policy, task.arrivals, task.arrivals_power,
-                           watch_snapshot=True, until_s=self.until,
-                           stop_above=task.stop_above, arrivals_budget=task.arrivals_budget)
+        self.arrays = None
+        if (type(self.policy) is EasyBackfill and EasyTemplate.fits(snap)
+                and (task.arrivals is None or not len(task.arrivals))):
+            # EASY's compiled loop, from the tick's arrays (no live state)
+            settings = SimState(snap.total_procs, (), (), (), (), (), snap.active_procs)
+            settings.now_s, settings.wake = snap.now_s, snap.wake
+            settings.pass_due = snap.pass_due
+            apply_candidate(settings, candidate, task.current, task.wake_latency_s)
+            self.arrays = _template(snap, self.until, task.stop_above).run(
+                self.policy.order_code, settings.active_procs, settings.wake,
+                settings.pass_due)
+            self.state = None
+            self.steps = self.arrays.steps()
+        else:
+            state = self.state = SimState.from_snapshot(snap)
+            apply_candidate(state, candidate, task.current, task.wake_latency_s)
+            self.steps = steps(state, self.policy, task.arrivals, task.arrivals_power,
+                               watch_snapshot=True, until_s=self.until,
+                               stop_above=task.stop_above,
+                               arrivals_budget=task.arrivals_budget)
         self.trial = self._score(next(self.steps, None))
 
     def resume(self, stop_above: tuple[str, float] | None) -> Trial:
@@ -246,23 +265,30 @@ class WhatIfRun:
         return weighted_cost(self.task.cost, self.cost_parts)
 
     def _score(self, stopped: float | None) -> Trial:
-        task, candidate, n, state = self.task, self.candidate, self.n, self.state
+        task, candidate, n, state, arrays = (self.task, self.candidate, self.n, self.state,
+                                             self.arrays)
         snap = task.snapshot
         if stopped is not None:
             values = {name: math.nan for name in SLA_METRICS}
             values[task.stop_above[0]] = stopped
             return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS),
-                         self._cost(), stopped_at_s=state.now_s)
-        start = state.start_s[:n]
+                         self._cost(), stopped_at_s=(state or arrays).now_s)
+        if arrays is not None:
+            start = arrays.column(fw.START).copy()
+            submit, runtime = arrays.column(fw.SUBMIT), arrays.column(fw.RUNTIME)
+        else:
+            start = np.array(state.start_s[:n], dtype=float)
+            submit = np.array(state.submit_s[:n], dtype=float)
+            runtime = np.array(state.runtime_s[:n], dtype=float)
         censored = unstarted = 0
-        for k, s in enumerate(start):
-            if s != s:  # NaN: not started
-                if task.horizon_s is not None:
-                    # still waiting at the horizon: it has waited at least until then
-                    start[k] = self.until
-                    censored += 1
-                else:
-                    unstarted += 1
+        waiting = np.isnan(start)
+        if waiting.any():
+            if task.horizon_s is not None:
+                # still waiting at the horizon: it has waited at least until then
+                start[waiting] = self.until
+                censored = int(waiting.sum())
+            else:
+                unstarted = int(waiting.sum())
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
@@ -278,14 +304,15 @@ class WhatIfRun:
         if unstarted:
             return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost, None,
                          energy, mean_w, peak_w, over_cap=over_cap)
-        submit, runtime = state.submit_s, state.runtime_s
-        wait = [start[k] - submit[k] for k in range(n)]
-        if state.limit is not None:  # throttled jobs' stretch counts as delay
+        wait = start - submit
+        if state is not None and state.limit is not None:
+            # throttled jobs' stretch counts as delay
             stretch_of = state.limit.stretch_of
-            wait = [w + stretch_of(state, k) for k, w in enumerate(wait)]
-        # olsctl.metrics.job_bsld, inlined (a what-if scores every job of its snapshot)
+            wait += np.array([stretch_of(state, k) for k in range(n)], dtype=float)
+        # olsctl.metrics.job_bsld: 1 + wait / max(runtime, BSLD_BOUND_S), job by job
         b = BSLD_BOUND_S
-        bsld = [1.0 + w / (r if r > b else b) for w, r in zip(wait, runtime)]
+        bsld = (1.0 + wait / np.where(runtime > b, runtime, b)).tolist()
+        wait = wait.tolist()
         queue_bsld = None
         if self.policy.n_queues:  # a multi-queue policy: its queues scored apart too
             queue_index = self.policy.queue_index
@@ -298,6 +325,21 @@ class WhatIfRun:
         return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
                      math.fsum(wait) / n, max(wait), cost, queue_bsld, energy, mean_w,
                      peak_w, over_cap=over_cap)
+
+
+#: the tick's EASY what-if arrays (:class:`olsctl.whatif.EasyTemplate`), one at a time
+_TEMPLATE: list = [None, None]
+
+
+def _template(snap: Snapshot, until_s: float,
+              stop_above: "tuple[str, float] | None") -> EasyTemplate:
+    """The template of this snapshot's what-ifs, made once for all the candidates of a
+    tick (or of a batch, in a worker)."""
+    key, got = _TEMPLATE
+    if key is None or key[0] is not snap or key[1:] != (until_s, stop_above):
+        got = EasyTemplate(snap, until_s, stop_above)
+        _TEMPLATE[:] = [(snap, until_s, stop_above), got]
+    return got
 
 
 _POLICIES: dict[str, Any] = {}
