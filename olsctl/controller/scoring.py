@@ -347,7 +347,11 @@ _POLICIES: dict[str, Any] = {}
 
 def _policy(spec: dict) -> Any:
     """The policy of ``spec``, built once per process (policies hold settings only)."""
-    key = json.dumps(spec, sort_keys=True, default=str)
+    try:  # the settings with their types: 1, 1.0 and True stay apart
+        key: Any = tuple((k, type(v), v) for k, v in sorted(spec.items()))
+        hash(key)
+    except TypeError:  # a list among them
+        key = json.dumps(spec, sort_keys=True, default=str)
     got = _POLICIES.get(key)
     if got is None:
         if len(_POLICIES) > 256:
