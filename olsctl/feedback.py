@@ -99,12 +99,11 @@ class SlaFeedback:
     def _metric(self, start_s: list[float], now_s: float, lo: int, hi: int) -> tuple[float, bool]:
         """The SLA metric of jobs ``lo:hi`` as realized by ``now_s``, and whether it is
         final (every one of them has finished)."""
-        submit = self._submit[lo:hi]
         start = self._starts(start_s, lo, hi)
-        started = start == start
-        wait = np.where(started, start - submit, now_s - submit)
+        # a job not started has waited until now (each wait the same subtraction)
+        wait = np.where(start == start, start, now_s) - self._submit[lo:hi]
         runtime = self._runtime[lo:hi]
-        done = started & (start + runtime <= now_s)
+        done = start + runtime <= now_s  # (false for a job not started: NaN)
         final = bool(done.all())
         if self.metric == "mean_wait_s":
             return float(wait.mean()), final
@@ -116,7 +115,8 @@ class SlaFeedback:
         return float(bsld.mean()), final
 
     def _starts(self, start_s: list[float], lo: int, hi: int) -> np.ndarray:
-        """``start_s[lo:hi]`` as an array, reading only the entries not yet known."""
+        """``start_s[lo:hi]`` as an array (a view of the known starts: read only),
+        reading only the entries not yet known."""
         known = self._start
         if start_s is not self._read_from:  # another run's list: start afresh
             if len(start_s) != known.size:
@@ -127,7 +127,7 @@ class SlaFeedback:
         unread = np.flatnonzero(part != part)
         if unread.size:
             part[unread] = [start_s[i] for i in (unread + lo).tolist()]
-        return part.copy()
+        return part
 
     def pressure(self, start_s: list[float], now_s: float) -> float:
         """The blended realized metric of the current and previous windows over the

@@ -393,24 +393,24 @@ class EasyTemplate:
     def __init__(self, snap: Snapshot, until_s: float,
                  stop_above: "tuple[str, float] | None") -> None:
         self.snap = snap
-        nr, n = snap.n_running, int(snap.job_id.size)
-        ends = snap.start_s[:nr] + snap.estimate_s[:nr]
-        rows = np.lexsort((np.arange(nr), ends))  # (expected end, job) order
-        running = np.empty(2 * nr)
-        running[0::2] = ends[rows]
-        running[1::2] = rows
-        start = np.full(n, np.nan)
-        start[:nr] = snap.start_s[:nr]
-        self.arrays = _easy_arrays(
-            n, snap.procs, np.arange(nr, n), snap.estimate_s, snap.runtime_s, snap.submit_s,
-            start, running, (snap.active_procs, int(snap.procs[:nr].sum()), 0, False),
-            (snap.now_s, INF), until_s, stop_above, compiled())
+        n = int(snap.job_id.size)
+        metric = 0 if stop_above is None or n == 0 else \
+            kernels.BOUND_METRICS.get(stop_above[0], 0)
+        ints = np.empty(fw.INT_BLOCKS * n + fw.N_COUNTS, dtype=np.int64)
+        floats = np.empty((fw.FLOAT_BLOCKS + 2) * n + fw.N_TAIL)
+        seen = np.zeros(n if metric else 0, dtype=np.bool_)
+        compiled().template_open(n, snap.n_running, snap.procs, snap.estimate_s,
+                                 snap.runtime_s, snap.submit_s, snap.start_s,
+                                 snap.active_procs, snap.now_s, until_s, metric,
+                                 stop_above[1] if metric else 0.0, BSLD_BOUND_S, ints,
+                                 floats, seen)
+        self.arrays = n, ints, floats, seen
 
     @staticmethod
     def fits(snap: Snapshot) -> bool:
         """Whether a template can stand for this snapshot's what-ifs."""
         return (snap.power is None and snap.limit is None and snap.budget is None
-                and not any(a is not None for a in snap.running_alloc))
+                and snap.running_alloc.count(None) == len(snap.running_alloc))
 
     def run(self, order: int, active: int, wake: "tuple[float, int] | None",
             pass_due: bool) -> _EasyRun:

@@ -11,7 +11,8 @@ import numpy as np
 
 from olsctl.policies.jit import kernel
 from olsctl.policies.kernels import (INF, MEAN_BSLD, WFP, bound_open, bound_start,
-                                     bound_value, easy_pass, missed, remove_running)
+                                     bound_value, easy_pass, insert_running, missed,
+                                     remove_running)
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -108,6 +109,50 @@ def forward_open(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
     if count[METRIC]:
         bound_open(count[METRIC], tail[N_CLOCK:], count[BOUND_COUNTS:], seen, tail[NOW],
                    run_job, start, block(floats, SUBMIT, n), runtime, bsld_s)
+
+
+@kernel
+def template_open(n: int, nr: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                  submit: np.ndarray, start_s: np.ndarray, active: int, now: float,
+                  until: float, metric: int, limit: float, bsld_s: float, ints: np.ndarray,
+                  floats: np.ndarray, seen: np.ndarray) -> None:
+    """Fill a what-if's arrays from a snapshot's columns (its first ``nr`` jobs running
+    since ``start_s``, the others waiting in arrival order) with ``active`` processors,
+    no wake under way and no pass due, then :func:`forward_open`: the arrays
+    :class:`olsctl.whatif.EasyTemplate` copies for each candidate. ``metric`` (a code of
+    ``BOUND_METRICS``, 0: none) and ``limit`` set the SLA bound."""
+    block(ints, PROCS, n)[:] = procs
+    queue = block(ints, QUEUE, n)
+    for i in range(n - nr):
+        queue[i] = nr + i
+    block(floats, EST, n)[:] = est
+    block(floats, RUNTIME, n)[:] = runtime
+    block(floats, SUBMIT, n)[:] = submit
+    start = block(floats, START, n)
+    running = running_block(floats, n)
+    busy = 0
+    n_run = 0
+    for j in range(n):
+        if j < nr:
+            start[j] = start_s[j]
+            busy += procs[j]
+            n_run = insert_running(running, n_run, start_s[j] + est[j], j)
+        else:
+            start[j] = np.nan
+    count = ints[INT_BLOCKS * n:]
+    count[:] = 0
+    count[ACTIVE] = active
+    count[BUSY] = busy
+    count[NQ] = n - nr
+    count[NRUN] = n_run
+    count[METRIC] = metric
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    tail[NOW] = now
+    tail[WAKE_T] = INF
+    tail[UNTIL] = until
+    tail[LIMIT] = limit if metric else 0.0
+    tail[VALUE] = 0.0
+    forward_open(n, ints, floats, seen, bsld_s)
 
 
 @kernel
@@ -212,6 +257,236 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
     return cut
 
 
+# -- scoring a what-if, and a tick's candidates in one call ------------------------------
+
+#: a scored what-if's row in :func:`easy_candidates`' ``out``: how it ended (``OUT_*``),
+#: the bound that cut it short and the instant it stopped, then its scores
+(ROW_STATUS, ROW_BOUND, ROW_NOW, ROW_UNSTARTED, ROW_CENSORED, ROW_MEAN_BSLD, ROW_P95_BSLD,
+ ROW_MEAN_WAIT, ROW_MAX_WAIT) = range(9)
+N_ROW = 9
+#: how a candidate's what-if ended: not run (a waiting job is wider than the machine),
+#: run to its end, or cut short by the SLA bound
+OUT_WIDE, OUT_DONE, OUT_CUT = 0, 1, 2
+
+
+@kernel
+def exact_sum(x: np.ndarray, parts: np.ndarray) -> float:
+    """The sum of ``x`` correctly rounded, as :func:`math.fsum` gives it (Shewchuk's
+    partials, then the half-even correction across them); ``parts`` is scratch of at
+    least ``len(x)`` floats. For finite values."""
+    m = 0
+    for k in range(len(x)):
+        v = x[k]
+        i = 0
+        for q in range(m):
+            y = parts[q]
+            if abs(v) < abs(y):
+                v, y = y, v
+            hi = v + y
+            lo = y - (hi - v)
+            if lo != 0.0:
+                parts[i] = lo
+                i += 1
+            v = hi
+        m = i
+        if v != 0.0:
+            parts[m] = v
+            m += 1
+    hi = 0.0
+    if m > 0:
+        m -= 1
+        hi = parts[m]
+        lo = 0.0
+        while m > 0:
+            v = hi
+            m -= 1
+            y = parts[m]
+            hi = v + y
+            lo = y - (hi - v)
+            if lo != 0.0:
+                break
+        if m > 0 and ((lo < 0.0 and parts[m - 1] < 0.0) or (lo > 0.0 and parts[m - 1] > 0.0)):
+            y = lo * 2.0
+            v = hi + y
+            if y == v - hi:
+                hi = v
+    return hi
+
+
+@kernel
+def percentile_of(x: np.ndarray, q: float) -> float:
+    """The q-th percentile of ``x`` with linear interpolation between order statistics
+    (numpy's default method): at h = (n - 1) q / 100, from the lower statistic below
+    the midpoint between two, from the upper one above it."""
+    s = np.sort(x)
+    h = (len(s) - 1) * q / 100.0
+    lo = int(h)
+    t = h - lo
+    a = s[lo]
+    b = s[lo + 1] if lo + 1 < len(s) else a
+    d = b - a
+    if t < 0.5:
+        return a + d * t
+    return b - d * (1.0 - t)
+
+
+@kernel
+def score_run(n: int, floats: np.ndarray, censor: bool, until: float, bsld_s: float,
+              row: np.ndarray) -> None:
+    """Score a what-if of n jobs that ran to its end (its ``floats``) into ``row`` as
+    :meth:`olsctl.controller.scoring.WhatIfRun._score` scores one without power or
+    queues: jobs still waiting are censored at ``until`` (``censor``: a horizon) or
+    unstarted; then the mean and 95th percentile of the bounded slowdowns (1 + wait /
+    max(runtime, ``bsld_s``)) and the mean and largest wait."""
+    start = block(floats, START, n).copy()
+    submit, runtime = block(floats, SUBMIT, n), block(floats, RUNTIME, n)
+    waiting = 0
+    for j in range(n):
+        if start[j] != start[j]:
+            waiting += 1
+            if censor:
+                start[j] = until
+    row[ROW_UNSTARTED] = 0.0
+    row[ROW_CENSORED] = 0.0
+    if waiting and censor:
+        row[ROW_CENSORED] = waiting
+    if n == 0:
+        row[ROW_MEAN_BSLD] = 1.0
+        row[ROW_P95_BSLD] = 1.0
+        row[ROW_MEAN_WAIT] = 0.0
+        row[ROW_MAX_WAIT] = 0.0
+        return
+    if waiting and not censor:
+        row[ROW_UNSTARTED] = waiting
+        row[ROW_MEAN_BSLD] = INF
+        row[ROW_P95_BSLD] = INF
+        row[ROW_MEAN_WAIT] = INF
+        row[ROW_MAX_WAIT] = INF
+        return
+    wait = start - submit
+    bsld = np.empty(n)
+    for j in range(n):
+        r = runtime[j]
+        bsld[j] = 1.0 + wait[j] / (r if r > bsld_s else bsld_s)
+    parts = np.empty(n + 1)
+    row[ROW_MEAN_BSLD] = exact_sum(bsld, parts) / n
+    row[ROW_P95_BSLD] = percentile_of(bsld, 95.0)
+    row[ROW_MEAN_WAIT] = exact_sum(wait, parts) / n
+    row[ROW_MAX_WAIT] = wait.max()
+
+
+@kernel
+def settle_row(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+               censor: bool, bsld_s: float, row: np.ndarray) -> None:
+    """Run a what-if on (:func:`easy_forward`) and write how it ended into ``row``."""
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    if easy_forward(code, n, ints, floats, seen, bsld_s):
+        row[ROW_STATUS] = OUT_CUT
+        row[ROW_BOUND] = tail[VALUE]
+        row[ROW_NOW] = tail[NOW]
+    else:
+        row[ROW_STATUS] = OUT_DONE
+        row[ROW_NOW] = tail[NOW]
+        score_run(n, floats, censor, tail[UNTIL], bsld_s, row)
+
+
+@kernel
+def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
+                    t_seen: np.ndarray, codes: np.ndarray, machine: np.ndarray,
+                    active: np.ndarray,
+                    wake_n: np.ndarray, wake_t: np.ndarray, due: np.ndarray,
+                    ints: np.ndarray, floats: np.ndarray, seen: np.ndarray, censor: bool,
+                    bsld_s: float, sla: int, limit: float, first_met: bool,
+                    out: np.ndarray) -> int:
+    """A tick's EASY what-ifs, candidate by candidate: each starts from the template
+    arrays (``t_*``, as :class:`olsctl.whatif.EasyTemplate` makes them) under its queue
+    order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
+    processors at ``wake_t[c]``; 0: none) and whether the snapshot instant's pass is due;
+    one whose machine (``machine[c]`` processors) is narrower than a waiting job (of the
+    ``n - nr`` after the running ones) is not run: those jobs can never start, and the
+    row counts them as unstarted. Each runs in
+    its row of ``ints``, ``floats``, ``seen`` (kept, to go on if cut short) and is scored
+    into its row of ``out`` (:func:`settle_row`). With ``first_met``, stops after the
+    first whose ``sla``-th score (``ROW_MEAN_BSLD`` + ``sla``) is at most ``limit``.
+    Returns how many ran (or were skipped as too wide)."""
+    at = INT_BLOCKS * n
+    tail = FLOAT_BLOCKS * n + 2 * n
+    procs = block(t_ints, PROCS, n)
+    widest = 0
+    for j in range(nr, n):
+        if procs[j] > widest:
+            widest = procs[j]
+    for c in range(len(codes)):
+        row = out[c]
+        if widest > machine[c]:
+            row[ROW_STATUS] = OUT_WIDE
+            too_wide = 0
+            for j in range(nr, n):
+                if procs[j] > machine[c]:
+                    too_wide += 1
+            row[ROW_UNSTARTED] = too_wide
+            continue
+        ci, cf = ints[c], floats[c]
+        ci[:] = t_ints
+        cf[:] = t_floats
+        seen[c, :] = t_seen
+        ci[at + ACTIVE] = active[c]
+        ci[at + WAKE_N] = wake_n[c]
+        ci[at + DUE] = due[c]
+        cf[tail + WAKE_T] = wake_t[c]
+        settle_row(codes[c], n, ci, cf, seen[c], censor, bsld_s, row)
+        if (first_met and row[ROW_STATUS] == OUT_DONE and row[ROW_UNSTARTED] == 0
+                and row[ROW_MEAN_BSLD + sla] <= limit):
+            return c + 1
+    return len(codes)
+
+
+@kernel
+def closest(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+            codes: np.ndarray, censor: bool, bsld_s: float, sla: int, done: np.ndarray,
+            value: np.ndarray, active: np.ndarray, row: np.ndarray, out: np.ndarray,
+            moved: np.ndarray) -> int:
+    """No trial meets the SLA: find the closest as
+    :func:`olsctl.controller.search._complete_closest` does, the what-ifs cut short
+    being rows of one batch (:func:`easy_candidates`). Trial ``i`` ran to its end
+    (``done``) or holds the bound that cut it short, its ``sla`` score or bound in
+    ``value``, its machine in ``active``, its row in ``row`` (-1: not in the batch, then
+    complete). Repeatedly: the best complete score; among the trials cut short with a
+    bound at most that, the lowest bound (ties: the larger machine, then the first) goes
+    on, cut short again above the best (with none complete, to its end). Updates
+    ``done``, ``value`` and the rows' ``out``; sets ``moved`` for the trials that went on;
+    returns how many times one went on."""
+    at = INT_BLOCKS * n
+    tail = FLOAT_BLOCKS * n + 2 * n
+    went_on = 0
+    while True:
+        best = INF
+        for i in range(len(done)):
+            if done[i] and value[i] < best:
+                best = value[i]
+        pick = -1
+        for i in range(len(done)):
+            if not done[i] and value[i] <= best:
+                if pick < 0 or value[i] < value[pick] or (value[i] == value[pick]
+                                                          and active[i] > active[pick]):
+                    pick = i
+        if pick < 0:
+            return went_on
+        r = row[pick]
+        if best == INF:
+            ints[r, at + METRIC] = 0
+        else:
+            floats[r, tail + LIMIT] = best
+        settle_row(codes[r], n, ints[r], floats[r], seen[r], censor, bsld_s, out[r])
+        went_on += 1
+        moved[pick] = True
+        if out[r, ROW_STATUS] == OUT_CUT:
+            value[pick] = out[r, ROW_BOUND]
+        else:
+            done[pick] = True
+            value[pick] = INF if out[r, ROW_UNSTARTED] else out[r, ROW_MEAN_BSLD + sla]
+
+
 # -- warming up ---------------------------------------------------------------------------
 
 
@@ -233,3 +508,18 @@ def warm_up(k) -> None:
     seen = np.zeros(n, dtype=np.bool_)
     k.forward_open(n, ints, floats, seen, 10.0)
     k.easy_forward(WFP, n, ints, floats, seen, 10.0)
+    # a tick's candidates from a template, as olsctl.controller.easy_batch runs them
+    procs = np.array([2, 2, 4], dtype=np.int64)
+    est = np.array([10.0, 5.0, 10.0])
+    k.template_open(n, 1, procs, est, est, np.zeros(n), np.zeros(n), 4, 0.0, INF,
+                    MEAN_BSLD, 1.0, 10.0, ints, floats, seen)
+    two = np.ones(2, dtype=np.int64)
+    out = np.zeros((2, N_ROW))
+    k.easy_candidates(n, 1, ints, floats, seen, two, np.array([1, 4], np.int64),
+                      4 * two, 0 * two, np.full(2, INF), two, np.empty((2, ints.size), np.int64),
+                      np.empty((2, floats.size)), np.empty((2, n), np.bool_), False, 10.0,
+                      0, 1.0, True, out)
+    k.settle_row(WFP, n, ints, floats, seen, True, 10.0, out[0])
+    k.closest(n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
+              np.empty((2, n), np.bool_), two, False, 10.0, 0, np.ones(2, np.bool_),
+              np.ones(2), two, two, out, np.zeros(2, np.bool_))

@@ -236,7 +236,10 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
     assert by_time[2700.0]["trials"] and "failure" not in by_time[2700.0]
 
 
-def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch):
+@pytest.mark.parametrize("engine", ["what-if loop", "compiled batch"])
+def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch, engine):
+    """Whether EASY's what-ifs run one by one (WhatIfRun) or as one compiled batch."""
+    import olsctl.controller.easy_batch as batchmod
     import olsctl.controller.scoring as ctlmod
 
     w = _busy_then_quiet()
@@ -247,7 +250,17 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
                 raise RuntimeError("what-if exploded")
             super().__init__(task, candidate)
 
-    monkeypatch.setattr(ctlmod, "WhatIfRun", Flaky)
+    def flaky_batch(task, *args, **kwargs):
+        if task.snapshot.now_s == 1800.0:
+            raise RuntimeError("what-if exploded")
+        return real_batch(task, *args, **kwargs)
+
+    real_batch = batchmod.easy_batch
+    if engine == "compiled batch":
+        monkeypatch.setattr(batchmod, "easy_batch", flaky_batch)
+    else:
+        monkeypatch.setattr(batchmod, "easy_batch", lambda *args, **kwargs: None)
+        monkeypatch.setattr(ctlmod, "WhatIfRun", Flaky)
     sim = make_main(w)
     ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0), {"name": "easy"})
     ctl.start(sim)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from olsctl.controller.scoring import (Candidate, Trial, WhatIfRun, WhatIfTask, _failed,
                                        _timed_batch, what_if_batch)
+from olsctl.controller.easy_batch import complete_closest
 from olsctl.workers import processes_for
 
 if TYPE_CHECKING:
@@ -84,6 +85,27 @@ class Dispatcher:
         by_cand = {t.candidate: t for part, _ in parts for t in part}
         return [by_cand[c] for c in cands]
 
+    def until_met(self, task: WhatIfTask, order: list[Candidate], metric: str,
+                  limit: float) -> list[Trial]:
+        """In this process, the trials of ``order`` up to the first that meets ``metric
+        <= limit`` or fails (all of them when none does): what a search trying one
+        candidate at a time gets, in one call."""
+        t0 = time.perf_counter()
+        if self.batch is what_if_batch:
+            trials = what_if_batch(task, order, self.settings.seed, keep=self.cut,
+                                   first_met=(metric, limit))
+        else:
+            trials = []
+            for c in order:
+                trials.extend(self.batch(task, [c], self.settings.seed))
+                if trials[-1].error is not None or trials[-1].metric(metric) <= limit:
+                    break
+        self.whatifs += len(trials)
+        self.per_whatif_s = (time.perf_counter() - t0) / max(1, len(trials))
+        if self.hop_s is not None:  # as after that many evaluations here
+            self.hop_s *= 0.99 ** len(trials)
+        return trials
+
     def workers(self, waiting: int) -> int:
         """The workers a round of what-ifs can spread over with ``waiting`` jobs waiting
         (1: no pool, or too few waiting for it)."""
@@ -108,6 +130,17 @@ class Dispatcher:
         if not trial.complete:
             self.cut[c] = run
         return trial
+
+    def closest_here(self, trials: list[Trial], metric: str) -> list[Trial] | None:
+        """``trials`` with the closest to the SLA finished in one compiled call, when
+        the what-ifs cut short among them are of one EASY batch run in this process
+        (:func:`olsctl.controller.easy_batch.complete_closest`); else None."""
+        got = complete_closest(trials, self.cut, metric)
+        if got is None:
+            return None
+        trials, went_on = got
+        self.whatifs += went_on
+        return trials
 
     def _local_share(self, task: WhatIfTask, cands: list[Candidate],
                      pending: Any) -> tuple[list[Trial], float]:

@@ -362,23 +362,30 @@ def _policy(spec: dict) -> Any:
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile with linear interpolation between order statistics (numpy's
-    default method, computed the same way)."""
-    x = sorted(values)
-    h = (len(x) - 1) * q / 100.0
-    lo = int(h)
-    t = h - lo
-    a = x[lo]
-    b = x[lo + 1] if lo + 1 < len(x) else a
-    d = b - a
-    return a + d * t if t < 0.5 else b - d * (1.0 - t)
+    default method; :func:`olsctl.policies.forward.percentile_of`, which compiled
+    what-if batches call too)."""
+    return float(fw.percentile_of(np.asarray(values, dtype=float), q))
 
 
 def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int = 0,
-                  keep: dict[Candidate, WhatIfRun] | None = None) -> list[Trial]:
+                  keep: dict[Candidate, Any] | None = None,
+                  first_met: tuple[str, float] | None = None) -> list[Trial]:
     """:func:`what_if` for several candidates (one shipment of the task); a candidate
     whose what-if raises gives a trial carrying the error instead. With ``keep`` (in
     this process only), the what-ifs cut short are kept there by candidate, to go on
-    later (:meth:`WhatIfRun.resume`)."""
+    later (:meth:`WhatIfRun.resume`). With ``first_met`` = (metric, limit), only the
+    trials up to the first with ``metric <= limit`` or an error. EASY batches that
+    qualify run in one compiled call (:func:`olsctl.controller.easy_batch.easy_batch`),
+    with the same trials."""
+    from olsctl.controller.easy_batch import easy_batch  # (a module importing this one)
+
+    try:
+        fast = easy_batch(task, candidates, keep, first_met)
+    except Exception as exc:  # as when each what-if raises (the first, if it stops there)
+        error = f"{type(exc).__name__}: {exc}"
+        return [_failed(task, c, error) for c in candidates[:1 if first_met else None]]
+    if fast is not None:
+        return fast
     out: list[Trial] = []
     for c in candidates:
         try:
@@ -388,6 +395,9 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
                 keep[c] = run
         except Exception as exc:  # reported in the decision log; the run goes on
             out.append(_failed(task, c, f"{type(exc).__name__}: {exc}"))
+        if first_met is not None and (out[-1].error is not None
+                                      or out[-1].metric(first_met[0]) <= first_met[1]):
+            break
     return out
 
 

@@ -95,12 +95,12 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
     tried, as with ``grid``. Trials after the first that meets are dropped, so the log
     does not depend on the workers."""
     task, cands, dispatcher = ctx.task, ctx.candidates, ctx.dispatcher
-
-    def rank(c: Candidate) -> tuple:
-        return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
-
-    order = sorted(cands, key=rank)
+    order = _cheapest_first(task, cands)
     workers = dispatcher.workers(ctx.waiting)
+    if workers == 1:  # every round one candidate in this process: one call for all
+        trials = dispatcher.until_met(task, order, ctx.sla_metric, ctx.limit)
+        kept_trials = {t.candidate: t for t in trials}
+        return [kept_trials[c] for c in cands if c in kept_trials]
     kept: set[Candidate] = set()
     done: dict[Candidate, Trial] = {}
     i = 0
@@ -118,6 +118,29 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
                 dispatcher.whatifs -= len(done) - len(kept)  # count only what is logged
                 return [done[c] for c in cands if c in kept]
     return [done[c] for c in cands]
+
+
+#: the last order of :func:`_cheapest_first` made without power: (key, order)
+_ORDER: list = [None, None]
+
+
+def _cheapest_first(task: WhatIfTask, cands: list[Candidate]) -> list[Candidate]:
+    """``cands`` from the cheapest up by the cost known before their what-ifs, ties as
+    :func:`choose` breaks them. Without power that cost depends on the candidates and
+    the weights alone, so the order of the last tick serves again."""
+    key = None
+    if task.snapshot.power is None:
+        key = (task.cost, tuple(cands))
+        if _ORDER[0] == key:
+            return _ORDER[1]
+
+    def rank(c: Candidate) -> tuple:
+        return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
+
+    order = sorted(cands, key=rank)
+    if key is not None:
+        _ORDER[:] = [key, order]
+    return order
 
 
 #: the search strategies by name (``controller.search``); the first is the default
@@ -140,6 +163,9 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
     (the tie order), usually the closest, tends to go first. Raises RuntimeError when
     such a what-if fails."""
     metric = ctx.sla_metric
+    fast = ctx.dispatcher.closest_here(trials, metric)
+    if fast is not None:
+        return fast
     trials = list(trials)
     while True:
         best = min((t.metric(metric) for t in trials if t.complete), default=INF)

@@ -72,6 +72,8 @@ class Controller:
     _submit: list[float] = field(default_factory=list)
     # the limit this tick's what-ifs must meet (the SLA's, or feedback's)
     _limit: float = INF
+    # (total processors, the candidates, the active counts) of the last tick
+    _grid_of: tuple | None = None
 
     def __post_init__(self) -> None:
         self._limit = self.settings.sla_max
@@ -109,7 +111,7 @@ class Controller:
             record.update(trials=[], chosen=self._current.as_dict(),
                           reason="kept: changed less than min_dwell_s ago", sla_met=None)
         else:
-            cands = s.candidates(st.total_procs)
+            cands, counts = self._grid(st.total_procs)
             self._limit = self._limit_now(st, now, record)
             out = self._search_and_choose(sim, snap, cands)
             trials = [t.as_dict() for t in out.trials]
@@ -118,7 +120,7 @@ class Controller:
                               reason="kept: a what-if failed", sla_met=None,
                               failure=out.failure)
             else:
-                chosen = self._limit_step(out.best.candidate, s.active_counts(st.total_procs))
+                chosen = self._limit_step(out.best.candidate, counts)
                 reason = out.reason
                 if chosen != out.best.candidate:
                     reason += f"; limited to max_step {s.max_step}"
@@ -132,6 +134,15 @@ class Controller:
         self.decisions.append(record)
         if not (sim.finished or sim.stalled):  # stalled: no later tick could see news
             sim.at(now + s.interval_s, self._tick)
+
+    def _grid(self, total_procs: int) -> tuple[list[Candidate], list[int]]:
+        """The candidates and the active counts to try on a machine of ``total_procs``
+        (made once: they depend on nothing else)."""
+        if self._grid_of is None or self._grid_of[0] != total_procs:
+            s = self.settings
+            self._grid_of = (total_procs, s.candidates(total_procs),
+                             s.active_counts(total_procs))
+        return self._grid_of[1], self._grid_of[2]
 
     def _initial(self, st: SimState, now: float) -> Candidate:
         """The setting in force before the first tick, as a candidate."""

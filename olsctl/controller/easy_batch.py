@@ -1,0 +1,240 @@
+"""A tick's EASY what-ifs in one compiled call.
+
+Here belongs :func:`easy_batch`: for a snapshot with nothing but processors (no power,
+limit, budget or partitions), no arrivals and the built-in EASY under every candidate,
+the what-ifs of a batch of candidates run one after the other inside
+:func:`olsctl.policies.forward.easy_candidates` (each from the tick's template arrays,
+:class:`olsctl.whatif.EasyTemplate`) and are scored there too, optionally stopping at the
+first that meets the SLA (what ``cheapest-first`` asks for). The trials are the ones
+:class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit: the same loop, the same
+scores (:func:`olsctl.policies.forward.score_run` sums as :func:`math.fsum` does and
+takes the percentile as :func:`olsctl.controller.scoring.percentile` does); only the
+Python around each what-if is gone. A what-if cut short keeps its arrays, to go on
+(:class:`EasyCut`, as :meth:`WhatIfRun.resume`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from olsctl.controller.scoring import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
+                                       _policy, _template, apply_candidate, known_costs,
+                                       weighted_cost)
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies import forward as fw
+from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.jit import compiled
+from olsctl.state import SimState
+from olsctl.whatif import EasyTemplate
+
+
+class _Machine:
+    """The part of a what-if's state a candidate changes (:func:`apply_candidate`):
+    active processors, a wake under way, whether the pass is due; no jobs, power or
+    limit. The rules are :class:`SimState`'s own methods."""
+
+    __slots__ = ("now_s", "active_procs", "wake", "pass_due", "power", "limit")
+    target_active = SimState.target_active
+    request_active = SimState.request_active
+    set_active = SimState.set_active
+
+    def __init__(self, now_s: float, active_procs: int, wake, pass_due: bool) -> None:
+        self.now_s, self.active_procs, self.wake = now_s, active_procs, wake
+        self.pass_due = pass_due
+        self.power = self.limit = None
+
+
+def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None = None,
+               first_met: tuple[str, float] | None = None) -> list[Trial] | None:
+    """The trials of ``cands`` (in order), or None when the batch does not qualify (see
+    the module's doc). With ``first_met`` = (metric, limit), only up to the first trial
+    with ``metric <= limit``. With ``keep``, the what-ifs cut short are kept there by
+    candidate, to go on (:class:`EasyCut`)."""
+    snap = task.snapshot
+    if (task.arrivals is not None and len(task.arrivals)) or not EasyTemplate.fits(snap):
+        return None
+    plan = _plan(task, cands)
+    if plan is None:
+        return None
+    n, nr = int(snap.job_id.size), snap.n_running
+    until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+    _, t_ints, t_floats, t_seen = _template(snap, until, task.stop_above).arrays
+    count = len(cands)
+    metric = task.stop_above[0] if task.stop_above is not None else None
+    batch = _Batch(n, plan.codes, task.horizon_s is not None, metric,
+                   np.empty((count, t_ints.size), dtype=np.int64),
+                   np.empty((count, t_floats.size)),
+                   np.empty((count, t_seen.size), dtype=np.bool_),
+                   np.empty((count, fw.N_ROW)))
+    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
+                                                    float(first_met[1]))
+    ran = compiled().easy_candidates(
+        n, nr, t_ints, t_floats, t_seen, plan.codes, plan.machine, plan.active,
+        plan.wake_n, plan.wake_t, plan.due, batch.ints, batch.floats, batch.seen,
+        batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None, batch.out)
+    costs = plan.costs
+    rows = batch.out[:ran].tolist()
+    trials = []
+    for i in range(ran):
+        c = cands[i]
+        trial = _trial(c, n, rows[i], metric, costs[i])
+        trials.append(trial)
+        if keep is not None and not trial.complete:
+            keep[c] = EasyCut(batch, i, c, trial, costs[i])
+    return trials
+
+
+class _Plan:
+    """What a batch's candidates mean for its what-ifs, before they run: each one's queue
+    order ``codes``, its ``machine`` (its active processors), and the state it gives
+    the what-if (:func:`apply_candidate`): ``active`` processors, a wake under way
+    (``wake_n`` processors at ``wake_t``; 0: none) and whether the pass is ``due``; and
+    each one's ``costs`` (without power, all known before the what-if)."""
+
+    __slots__ = ("cands", "policy", "key", "codes", "machine", "active", "wake_n",
+                 "wake_t", "due", "costs")
+
+
+#: the last plan made (ticks an hour apart mostly ask for the same one)
+_PLAN: list = [None]
+
+
+def _plan(task: WhatIfTask, cands: Sequence[Candidate]) -> _Plan | None:
+    """The plan of ``cands`` under ``task`` (a snapshot without power), or None when a
+    candidate's policy is not the built-in EASY. The last plan serves again for the same
+    candidate list, policy and costs, and the same setting in force, active processors,
+    wake under way, pass due and wake latency (with a latency, also the same instant)."""
+    snap = task.snapshot
+    latency = task.wake_latency_s
+    key = (task.cost, task.current, snap.active_procs, snap.wake, snap.pass_due, latency,
+           snap.now_s if latency > 0 else None)
+    last = _PLAN[0]
+    if (last is not None and last.cands is cands and last.key == key
+            and last.policy == task.policy):
+        return last
+    policies: dict = {}
+    codes = []
+    for c in cands:
+        spec = (c.window, c.params)
+        policy = policies.get(spec)
+        if policy is None:
+            policy = policies[spec] = _policy(c.policy_spec(task.policy))
+        if type(policy) is not EasyBackfill:
+            return None
+        codes.append(policy.order_code)
+    count = len(cands)
+    active = [0] * count
+    wake_n = [0] * count
+    wake_t = [INF] * count
+    due = [0] * count
+    for i, c in enumerate(cands):
+        m = _Machine(snap.now_s, snap.active_procs, snap.wake, snap.pass_due)
+        apply_candidate(m, c, task.current, latency)
+        active[i], due[i] = m.active_procs, m.pass_due
+        if m.wake is not None:
+            wake_t[i], wake_n[i] = m.wake
+    plan = _Plan()
+    plan.cands, plan.policy, plan.key = cands, dict(task.policy), key
+    plan.codes = np.array(codes, dtype=np.int64)
+    plan.machine = np.array([c.active_procs for c in cands], dtype=np.int64)
+    plan.active = np.array(active, dtype=np.int64)
+    plan.wake_n = np.array(wake_n, dtype=np.int64)
+    plan.wake_t = np.array(wake_t)
+    plan.due = np.array(due, dtype=np.int64)
+    plan.costs = [weighted_cost(task.cost, known_costs(task, c)) for c in cands]
+    _PLAN[0] = plan
+    return plan
+
+
+def _trial(c: Candidate, n: int, row: list, metric: str | None, cost: float) -> Trial:
+    """The trial of a row of :func:`olsctl.policies.forward.easy_candidates`' ``out``
+    (run to its end, or cut short at the bound of ``metric``), as WhatIfRun scores it."""
+    status = row[fw.ROW_STATUS]
+    if status == fw.OUT_WIDE:  # a waiting job wider than the machine: never starts
+        return Trial(c, n, int(row[fw.ROW_UNSTARTED]), 0, INF, INF, INF, INF, cost)
+    if status == fw.OUT_CUT:
+        values = [math.nan] * len(SLA_METRICS)
+        values[SLA_METRICS.index(metric)] = row[fw.ROW_BOUND]
+        return Trial(c, n, 0, 0, *values, cost, stopped_at_s=row[fw.ROW_NOW])
+    return Trial(c, n, int(row[fw.ROW_UNSTARTED]), int(row[fw.ROW_CENSORED]),
+                 *row[fw.ROW_MEAN_BSLD:fw.ROW_MAX_WAIT + 1], cost)
+
+
+class _Batch:
+    """The arrays of a batch's what-ifs, one row each (see
+    :func:`olsctl.policies.forward.easy_candidates`): of ``n`` jobs, their queue order
+    ``codes``, whether waits are ``censor``-ed at a horizon, the bound's ``metric``."""
+
+    __slots__ = ("n", "codes", "censor", "metric", "ints", "floats", "seen", "out")
+
+    def __init__(self, n: int, codes: np.ndarray, censor: bool, metric: str | None,
+                 ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+                 out: np.ndarray) -> None:
+        self.n, self.codes, self.censor, self.metric = n, codes, censor, metric
+        self.ints, self.floats, self.seen, self.out = ints, floats, seen, out
+
+
+class EasyCut:
+    """A what-if of :func:`easy_batch` cut short: row ``row`` of the ``batch``'s arrays,
+    able to go on under a higher limit (:meth:`resume`, as :meth:`WhatIfRun.resume`)."""
+
+    __slots__ = ("batch", "row", "candidate", "trial", "cost")
+
+    def __init__(self, batch: _Batch, row: int, candidate: Candidate, trial: Trial,
+                 cost: float) -> None:
+        self.batch, self.row, self.candidate = batch, row, candidate
+        self.trial, self.cost = trial, cost
+
+    def resume(self, stop_above: tuple[str, float] | None) -> Trial:
+        """The trial under ``stop_above``: the same metric with a higher limit, or None
+        to run to the end."""
+        b, i = self.batch, self.row
+        if self.trial.complete:
+            raise ValueError("only a what-if cut short can go on")
+        if stop_above is not None and stop_above[0] != b.metric:
+            raise ValueError("a what-if goes on under the same metric")
+        n = b.n
+        if stop_above is None:
+            b.ints[i, fw.INT_BLOCKS * n + fw.METRIC] = 0
+        else:
+            b.floats[i, (fw.FLOAT_BLOCKS + 2) * n + fw.LIMIT] = stop_above[1]
+        compiled().settle_row(b.codes[i], n, b.ints[i], b.floats[i], b.seen[i], b.censor,
+                              BSLD_BOUND_S, b.out[i])
+        self.trial = _trial(self.candidate, n, b.out[i].tolist(), b.metric, self.cost)
+        return self.trial
+
+
+def complete_closest(trials: list[Trial], cut: dict, metric: str) -> tuple | None:
+    """:func:`olsctl.controller.search._complete_closest` in one compiled call
+    (:func:`olsctl.policies.forward.closest`) when every trial cut short is a what-if of
+    one batch kept in ``cut``: (the trials, how many times a what-if went on), or None.
+    Those cut short again stay in ``cut``, those that ran to the end leave it."""
+    runs = [cut.get(t.candidate) if not t.complete else None for t in trials]
+    open_ = [r for r in runs if r is not None]
+    if not open_ or len(open_) != sum(not t.complete for t in trials):
+        return None
+    if any(type(r) is not EasyCut for r in open_):
+        return None
+    batch = open_[0].batch
+    if any(r.batch is not batch for r in open_):
+        return None
+    count = len(trials)
+    done = np.array([t.complete for t in trials], dtype=np.bool_)
+    value = np.array([t.metric(metric) for t in trials])
+    active = np.array([t.active_procs for t in trials], dtype=np.int64)
+    row = np.array([-1 if r is None else r.row for r in runs], dtype=np.int64)
+    moved = np.zeros(count, dtype=np.bool_)
+    went_on = compiled().closest(batch.n, batch.ints, batch.floats, batch.seen, batch.codes,
+                                 batch.censor, BSLD_BOUND_S, SLA_METRICS.index(metric),
+                                 done, value, active, row, batch.out, moved)
+    out = list(trials)
+    for i in np.flatnonzero(moved).tolist():
+        r = runs[i]
+        r.trial = out[i] = _trial(r.candidate, batch.n, batch.out[r.row].tolist(),
+                                  batch.metric, r.cost)
+        if r.trial.complete:
+            del cut[r.candidate]
+    return out, went_on
