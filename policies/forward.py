@@ -397,7 +397,7 @@ def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
                     wake_n: np.ndarray, wake_t: np.ndarray, due: np.ndarray,
                     ints: np.ndarray, floats: np.ndarray, seen: np.ndarray, censor: bool,
                     bsld_s: float, sla: int, limit: float, first_met: bool,
-                    out: np.ndarray) -> int:
+                    then_closest: bool, out: np.ndarray) -> tuple:
     """A tick's EASY what-ifs, candidate by candidate: each starts from the template
     arrays (``t_*``, as :class:`olsctl.whatif.EasyTemplate` makes them) under its queue
     order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
@@ -407,8 +407,9 @@ def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
     row counts them as unstarted. Each runs in
     its row of ``ints``, ``floats``, ``seen`` (kept, to go on if cut short) and is scored
     into its row of ``out`` (:func:`settle_row`). With ``first_met``, stops after the
-    first whose ``sla``-th score (``ROW_MEAN_BSLD`` + ``sla``) is at most ``limit``.
-    Returns how many ran (or were skipped as too wide)."""
+    first whose ``sla``-th score (``ROW_MEAN_BSLD`` + ``sla``) is at most ``limit``;
+    when none is, with ``then_closest`` the closest is finished (:func:`closest`).
+    Returns (how many ran or were skipped as too wide, how many times one went on)."""
     at = INT_BLOCKS * n
     tail = FLOAT_BLOCKS * n + 2 * n
     procs = block(t_ints, PROCS, n)
@@ -437,8 +438,23 @@ def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
         settle_row(codes[c], n, ci, cf, seen[c], censor, bsld_s, row)
         if (first_met and row[ROW_STATUS] == OUT_DONE and row[ROW_UNSTARTED] == 0
                 and row[ROW_MEAN_BSLD + sla] <= limit):
-            return c + 1
-    return len(codes)
+            return c + 1, 0
+    count = len(codes)
+    if not then_closest:
+        return count, 0
+    done = np.empty(count, dtype=np.bool_)
+    value = np.empty(count)
+    for c in range(count):  # as the trials score: a waiting job never starting, INF
+        row = out[c]
+        done[c] = row[ROW_STATUS] != OUT_CUT
+        if not done[c]:
+            value[c] = row[ROW_BOUND]
+        elif row[ROW_STATUS] == OUT_WIDE or row[ROW_UNSTARTED] > 0:
+            value[c] = INF
+        else:
+            value[c] = row[ROW_MEAN_BSLD + sla]
+    return count, closest(n, ints, floats, seen, codes, censor, bsld_s, sla, done, value,
+                          machine, np.arange(count), out, np.zeros(count, dtype=np.bool_))
 
 
 @kernel
@@ -518,7 +534,7 @@ def warm_up(k) -> None:
     k.easy_candidates(n, 1, ints, floats, seen, two, np.array([1, 4], np.int64),
                       4 * two, 0 * two, np.full(2, INF), two, np.empty((2, ints.size), np.int64),
                       np.empty((2, floats.size)), np.empty((2, n), np.bool_), False, 10.0,
-                      0, 1.0, True, out)
+                      0, 1.0, True, True, out)
     k.settle_row(WFP, n, ints, floats, seen, True, 10.0, out[0])
     k.closest(n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
               np.empty((2, n), np.bool_), two, False, 10.0, 0, np.ones(2, np.bool_),

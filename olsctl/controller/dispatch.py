@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from olsctl.controller.scoring import (Candidate, Trial, WhatIfRun, WhatIfTask, _failed,
                                        _timed_batch, what_if_batch)
-from olsctl.controller.easy_batch import complete_closest
+from olsctl.controller import easy_batch as batches
 from olsctl.workers import processes_for
 
 if TYPE_CHECKING:
@@ -89,9 +89,21 @@ class Dispatcher:
                   limit: float) -> list[Trial]:
         """In this process, the trials of ``order`` up to the first that meets ``metric
         <= limit`` or fails (all of them when none does): what a search trying one
-        candidate at a time gets, in one call."""
+        candidate at a time gets, in one call. A compiled EASY batch also finishes the
+        closest when none meets (the tick's next step, then left with nothing to do;
+        the what-ifs that went on are counted)."""
         t0 = time.perf_counter()
+        fast = None
         if self.batch is what_if_batch:
+            try:
+                fast = batches.easy_batch(task, order, self.cut, (metric, limit),
+                                            then_closest=True)
+            except Exception as exc:  # as when the first what-if raises
+                fast = [_failed(task, order[0], f"{type(exc).__name__}: {exc}")], 0
+        if fast is not None:
+            trials, went_on = fast
+            self.whatifs += went_on
+        elif self.batch is what_if_batch:
             trials = what_if_batch(task, order, self.settings.seed, keep=self.cut,
                                    first_met=(metric, limit))
         else:
@@ -135,7 +147,7 @@ class Dispatcher:
         """``trials`` with the closest to the SLA finished in one compiled call, when
         the what-ifs cut short among them are of one EASY batch run in this process
         (:func:`olsctl.controller.easy_batch.complete_closest`); else None."""
-        got = complete_closest(trials, self.cut, metric)
+        got = batches.complete_closest(trials, self.cut, metric)
         if got is None:
             return None
         trials, went_on = got

@@ -48,11 +48,15 @@ class _Machine:
 
 
 def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None = None,
-               first_met: tuple[str, float] | None = None) -> list[Trial] | None:
-    """The trials of ``cands`` (in order), or None when the batch does not qualify (see
-    the module's doc). With ``first_met`` = (metric, limit), only up to the first trial
-    with ``metric <= limit``. With ``keep``, the what-ifs cut short are kept there by
-    candidate, to go on (:class:`EasyCut`)."""
+               first_met: tuple[str, float] | None = None,
+               then_closest: bool = False) -> tuple[list[Trial], int] | None:
+    """The trials of ``cands`` (in order) and how many times a what-if cut short went
+    on, or None when the batch does not qualify (see the module's doc). With
+    ``first_met`` = (metric, limit), only up to the first trial with ``metric <=
+    limit``; when none is, with ``then_closest``, the trials as
+    :func:`olsctl.controller.search._complete_closest` leaves them (the step a tick
+    takes next). With ``keep``, the what-ifs cut short are kept there by candidate, to
+    go on (:class:`EasyCut`)."""
     snap = task.snapshot
     if (task.arrivals is not None and len(task.arrivals)) or not EasyTemplate.fits(snap):
         return None
@@ -71,10 +75,11 @@ def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None =
                    np.empty((count, fw.N_ROW)))
     sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
                                                     float(first_met[1]))
-    ran = compiled().easy_candidates(
+    ran, went_on = compiled().easy_candidates(
         n, nr, t_ints, t_floats, t_seen, plan.codes, plan.machine, plan.active,
         plan.wake_n, plan.wake_t, plan.due, batch.ints, batch.floats, batch.seen,
-        batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None, batch.out)
+        batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
+        first_met is not None and then_closest, batch.out)
     costs = plan.costs
     rows = batch.out[:ran].tolist()
     trials = []
@@ -84,7 +89,7 @@ def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None =
         trials.append(trial)
         if keep is not None and not trial.complete:
             keep[c] = EasyCut(batch, i, c, trial, costs[i])
-    return trials
+    return trials, went_on
 
 
 class _Plan:

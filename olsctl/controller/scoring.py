@@ -130,11 +130,15 @@ class Trial:
         return INF if (self.unstarted or self.error or self.over_cap) else getattr(self, name)
 
     def as_dict(self) -> dict:
-        out = {**self.candidate.as_dict(), "jobs": self.jobs, "unstarted": self.unstarted}
+        out = self.candidate.as_dict()
+        out["jobs"] = self.jobs
+        out["unstarted"] = self.unstarted
         if self.censored:
             out["censored"] = self.censored
-        for name in SLA_METRICS:
-            out[name] = _json_float(getattr(self, name))
+        out["mean_bsld"] = _json_float(self.mean_bsld)  # (SLA_METRICS, in their order)
+        out["p95_bsld"] = _json_float(self.p95_bsld)
+        out["mean_wait_s"] = _json_float(self.mean_wait_s)
+        out["max_wait_s"] = _json_float(self.max_wait_s)
         if self.queue_mean_bsld is not None:
             out["queue_mean_bsld"] = [_json_float(v) for v in self.queue_mean_bsld]
         if self.energy_j is not None:
@@ -385,7 +389,7 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
         error = f"{type(exc).__name__}: {exc}"
         return [_failed(task, c, error) for c in candidates[:1 if first_met else None]]
     if fast is not None:
-        return fast
+        return fast[0]
     out: list[Trial] = []
     for c in candidates:
         try:

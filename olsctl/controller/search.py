@@ -163,15 +163,18 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
     (the tie order), usually the closest, tends to go first. Raises RuntimeError when
     such a what-if fails."""
     metric = ctx.sla_metric
-    fast = ctx.dispatcher.closest_here(trials, metric)
-    if fast is not None:
-        return fast
     trials = list(trials)
+    first = True
     while True:
         best = min((t.metric(metric) for t in trials if t.complete), default=INF)
         open_ = [i for i, t in enumerate(trials) if not t.complete and t.metric(metric) <= best]
         if not open_:
             return trials
+        if first:  # all in one compiled call, when the what-ifs allow it
+            fast = ctx.dispatcher.closest_here(trials, metric)
+            if fast is not None:
+                return fast
+            first = False
         i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
         # a run that surely scores worse than the best complete one cannot be the
         # closest: it is cut short again, with a bound above that one
@@ -193,12 +196,21 @@ def choose(trials: Sequence[Trial], metric: str, limit: float) -> tuple[Trial, s
     """The cheapest trial meeting ``metric <= limit`` (ties: larger machine, then higher
     cap, larger window), else the one closest to it (same ties). Returns (trial, reason,
     SLA met)."""
-    ok = [t for t in trials if t.metric(metric) <= limit]
+    values = [t.metric(metric) for t in trials]
+    ok = [t for t, v in zip(trials, values) if v <= limit]
     if ok:
-        best = min(ok, key=lambda t: (t.cost, *_bigger_first(t.candidate)))
-        return best, "cheapest meeting the SLA", True
-    best = min(trials, key=lambda t: (t.metric(metric), *_bigger_first(t.candidate)))
-    return best, "no candidate meets the SLA: closest to it", False
+        return _least(ok, [t.cost for t in ok]), "cheapest meeting the SLA", True
+    return (_least(trials, values), "no candidate meets the SLA: closest to it", False)
+
+
+def _least(trials: Sequence[Trial], keys: list[float]) -> Trial:
+    """The trial with the least key, ties by :func:`_bigger_first` (then the first):
+    ``min`` over (key, tie order), with the tie order made only for the tied ones."""
+    least = min(keys)
+    if least != least or any(k != k for k in keys):  # NaN: every key in full
+        return min(zip(keys, trials), key=lambda kt: (kt[0], *_bigger_first(kt[1].candidate)))[1]
+    tied = [t for t, k in zip(trials, keys) if k == least]
+    return tied[0] if len(tied) == 1 else min(tied, key=lambda t: _bigger_first(t.candidate))
 
 
 def _axes(c: Candidate) -> tuple:
