@@ -86,18 +86,19 @@ class Dispatcher:
         return [by_cand[c] for c in cands]
 
     def until_met(self, task: WhatIfTask, order: list[Candidate], metric: str,
-                  limit: float) -> list[Trial]:
+                  limit: float, then_closest: bool = False) -> list[Trial]:
         """In this process, the trials of ``order`` up to the first that meets ``metric
         <= limit`` or fails (all of them when none does): what a search trying one
-        candidate at a time gets, in one call. A compiled EASY batch also finishes the
-        closest when none meets (the tick's next step, then left with nothing to do;
-        the what-ifs that went on are counted)."""
+        candidate at a time gets, in one call. With ``then_closest`` (``order`` being
+        all the tick's candidates), a compiled EASY batch also finishes the closest when
+        none meets (the tick's next step, then left with nothing to do; the what-ifs
+        that went on are counted)."""
         t0 = time.perf_counter()
         fast = None
         if self.batch is what_if_batch:
             try:
                 fast = batches.easy_batch(task, order, self.cut, (metric, limit),
-                                            then_closest=True)
+                                          then_closest=then_closest)
             except Exception as exc:  # as when the first what-if raises
                 fast = [_failed(task, order[0], f"{type(exc).__name__}: {exc}")], 0
         if fast is not None:

@@ -93,14 +93,11 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
     one per worker when the pool pays), until one meets the SLA: every cheaper one was
     tried and missed, so it is the one ``grid`` would choose; when none meets, all were
     tried, as with ``grid``. Trials after the first that meets are dropped, so the log
-    does not depend on the workers."""
+    does not depend on the workers. Once a round would run in this process, the rest
+    run there one after the other, in one call (:meth:`Dispatcher.until_met`)."""
     task, cands, dispatcher = ctx.task, ctx.candidates, ctx.dispatcher
     order = _cheapest_first(task, cands)
     workers = dispatcher.workers(ctx.waiting)
-    if workers == 1:  # every round one candidate in this process: one call for all
-        trials = dispatcher.until_met(task, order, ctx.sla_metric, ctx.limit)
-        kept_trials = {t.candidate: t for t in trials}
-        return [kept_trials[c] for c in cands if c in kept_trials]
     kept: set[Candidate] = set()
     done: dict[Candidate, Trial] = {}
     i = 0
@@ -109,7 +106,13 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
         # on the workers when that is expected to pay (decided again every round)
         width = min(workers, len(order) - i)
         pool = width > 1 and dispatcher.pool_pays(task, width, width)
-        batch = order[i:i + (width if pool else 1)]
+        if not pool:  # here, one at a time to the first that meets: in one call
+            # (which, for the whole list, also finishes the closest when none meets)
+            rest = dispatcher.until_met(task, order[i:] if i else order, ctx.sla_metric,
+                                        ctx.limit, then_closest=i == 0)
+            done.update((t.candidate, t) for t in rest)
+            return [done[c] for c in cands if c in done]
+        batch = order[i:i + width]
         i += len(batch)
         done.update(zip(batch, ctx.evaluate(batch, pool)))
         for c in batch:
