@@ -69,6 +69,7 @@ def backfill_pass(
     resources: Resources,
     by_queue: Sequence[Sequence[int]] | None = None,
     width: Sequence[int] | None = None,
+    skip: set[int] | None = None,
 ) -> None:
     """One pass over ``queue`` (in the policy's order). ``by_queue`` splits it into the
     policy's queues, each in that order, listed by the position of their heads (None: one
@@ -77,6 +78,10 @@ def backfill_pass(
     ``width[j]`` is the fewest processors job ``j`` can start on: a job wider than
     ``resources.free`` is passed over without asking ``try_start`` (None: ``state.procs``,
     rigid jobs; a policy whose jobs may start in several sizes passes a lower bound).
+
+    ``skip``: jobs of ``queue`` that Phase B passes over besides Phase A's (pivots kept
+    from an earlier pass); the pass adds Phase A's jobs to the set. Only with
+    ``by_queue``.
 
     A pass in which no job can start (``resources.free <= 0``) changes nothing
     (reservations live only for the pass), so it returns at once.
@@ -96,7 +101,8 @@ def backfill_pass(
         rest: Sequence[int] = queue
         first = k + 1
     else:
-        skip: set[int] = set()
+        if skip is None:
+            skip = set()
         for jobs in by_queue:  # Phase A
             k, n = 0, len(jobs)
             while k < n and procs[jobs[k]] <= resources.free and try_start(jobs[k]):
@@ -104,8 +110,17 @@ def backfill_pass(
             if k < n:
                 resources.reserve(jobs[k])
             skip.update(jobs[:k + 1])
-        rest = [j for j in queue if j not in skip]
-        first = 0
+        # Phase B over the queue itself, asking about ``skip`` only for the jobs narrow
+        # enough: the same calls, in the same order, as over the queue without ``skip``
+        free = resources.free
+        if free <= 0:
+            return
+        for j in queue:
+            if procs[j] <= free and j not in skip and try_start(j):
+                free = resources.free
+                if free <= 0:
+                    break
+        return
     free = resources.free
     for pos in range(first, len(rest)):  # Phase B
         if free <= 0:

@@ -14,6 +14,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING
 
 from olsctl.policies.backfill import backfill_pass
@@ -320,9 +321,9 @@ class MultiQueueBackfill(PolicyBase):
                 group = groups[q] = []
                 by_head.append(group)
             group.append(j)
-        pivots = set(resources.pivots)
-        rest = [j for j in queue if j not in pivots]
-        backfill_pass(state, rest, resources, by_head)
+        # Phase B passes over the kept pivots too (if every waiting job is one, there
+        # are no new jobs and no redo pivots either: the pass has nothing to try)
+        backfill_pass(state, queue, resources, by_head, skip=set(resources.pivots))
         started = state.started
         if redo:
             gone = set(started)
@@ -353,10 +354,14 @@ class MultiQueueBackfill(PolicyBase):
                     break
             pivots = resources.pivots
             if len(pivots) > 1:  # pivots never start in their pass: all still wait
-                at = [queue.index(j) for j in pivots]
-                if any(b <= a for a, b in zip(at, at[1:])):
-                    state.cache.pop(key, None)
-                    return
+                # each pivot must stand after the one before it (each appears once)
+                at = -1
+                for j in pivots:
+                    try:
+                        at = queue.index(j, at + 1)
+                    except ValueError:
+                        state.cache.pop(key, None)
+                        return
         elif queue:
             last = queue[-1]
         state.cache[key] = (state.finishes, state.active_procs, len(queue) - len(started),
@@ -369,7 +374,7 @@ class MultiQueueBackfill(PolicyBase):
         got = state.cache.get(key)
         if got is None or len(got) < len(est):
             bounds = self.boundaries_s
-            got = state.cache[key] = [bisect_right(bounds, e) for e in est]
+            got = state.cache[key] = list(map(partial(bisect_right, bounds), est))
         return got
 
     def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:

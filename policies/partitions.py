@@ -14,13 +14,23 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from fractions import Fraction
 from itertools import accumulate
-from operator import itemgetter
+from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
 from olsctl.policies.backfill import INF, Reservation, shadow
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
+
+
+#: within one instant, refuse at once a job at least as wide as one refused whose window
+#: it covers (see PartitionProfiles._refuse; off only to check that it changes nothing)
+REFUSED_SHORTCUT = True
+
+#: when carrying profiles to a later instant, drop a pending pivot whose reservation
+#: would start now without making it (see PartitionProfiles.advance; off only to check
+#: that it changes nothing)
+DROP_SHORTCUT = True
 
 
 def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, ...]:
@@ -56,7 +66,7 @@ class PartitionProfiles:
         held = state.held
         if len(held) < k:
             held.extend([0] * (k - len(held)))
-        self.now_free = [owned[p] - held[p] for p in range(k)]
+        self.now_free = list(map(sub, owned, held))  # (held has k counts or more)
         self.idle = state.active_procs - state.busy_procs
         self.times: list[float] | None = None
         self.free_at: list[list[int]] = []
@@ -84,13 +94,19 @@ class PartitionProfiles:
         self.horizon = INF
         self.settled_horizon = INF
         self._bounded = min(self.now_free) >= 0
+        # the jobs refused at instant ``_refused_at``, per lane (see :meth:`_refuse`)
+        self._refused_at: float | None = None
+        self._refused: dict[int, tuple[list[int], list[float]]] = {}
         self._update_free()
 
     def _update_free(self) -> None:
-        positive = 0
-        for f in self.now_free:
-            if f > 0:
-                positive += f
+        if self._bounded:  # no partition is oversubscribed: nothing is negative
+            positive = sum(self.now_free)
+        else:
+            positive = 0
+            for f in self.now_free:
+                if f > 0:
+                    positive += f
         self.free = positive if positive < self.idle else self.idle
 
     def advance(self, running: list[tuple[float, int]], finished: int) -> list[int] | None:
@@ -111,6 +127,7 @@ class PartitionProfiles:
         if (n != finished or not self._bounded or running[0][0] != now
                 or running[n - 1][0] != now or running[n:] != st.running):
             return None
+        self._refused_at = None  # jobs ended: the profile gave processors back
         times = self.times
         if times is not None:
             i = bisect_right(times, now) - 1
@@ -129,22 +146,59 @@ class PartitionProfiles:
             base[0] = now
             self._window_cache = {}
         owned, held = self.owned, st.held
-        self.now_free = [owned[p] - held[p] for p in range(self.k)]
+        self.now_free = list(map(sub, owned, held))
         self.idle = st.active_procs - st.busy_procs
         self._update_free()
-        # a pending pivot that might start now: compute the reservations up to it
+        # a pending pivot that might start now: compute the reservations up to it. One
+        # whose reservation would start now is the first pivot the rewind drops (the
+        # reservations before it start later): it is dropped without being made
         while self.pending and self.horizon <= now and self.settled_horizon > now:
+            if DROP_SHORTCUT and self._room_now(self.pending[0][0]):
+                return self._rewind(now, len(self.pivots) - len(self.pending))
             self._settle_next()
         if self.settled_horizon > now:
             return []
         return self._rewind(now)
 
-    def _rewind(self, now: float) -> list[int]:
-        """Drop the first pivot whose reservation starts by ``now`` and every pivot after
-        it, with their reservations (pending ones all come after it); return them."""
+    def _room_now(self, j: int) -> bool:
+        """Whether pivot ``j``'s reservation, computed now (:meth:`_reserve_now`), would
+        start now: the first start that computation tries, now's segment, fits. (Making
+        it and dropping it again would only leave a breakpoint where the profile does
+        not change, which decides nothing: windows take the same minima, and a start
+        there is never the first that fits, since the segment before it fits too.)"""
+        if self.times is None:
+            self._build()
+        st = self.state
+        w, d, q = st.procs[j], st.estimate_s[j], self.queue_of[j]
+        borrow = self.borrow
+        # _reserve_now's search begins at now only if the built profile has room now
+        if self.base_own[q][0] < w and not (borrow and self.base_total[0] >= w):
+            return False
+        times, cols = self.times, self.free_at
+        own_col = cols[q]
+        own_ok = own_col[0] >= w
+        if not own_ok:
+            if not borrow:
+                return False
+            total = 0
+            for col in cols:
+                if col[0] > 0:
+                    total += col[0]
+            if total < w:
+                return False
+        stop = bisect_left(times, times[0] + d, 1)
+        if own_ok and min(own_col[:stop]) >= w:
+            return True
+        return borrow and self._allocation(q, w, [min(col[:stop]) for col in cols]) is not None
+
+    def _rewind(self, now: float, first: int | None = None) -> list[int]:
+        """Drop the first pivot whose reservation starts by ``now`` (or pivot ``first``,
+        a pending one whose would) and every pivot after it, with their reservations
+        (pending ones all come after it); return them."""
         at = {r.job: r.shadow_s for r in self.reservations}
         pivots = self.pivots
-        first = next(i for i, j in enumerate(pivots) if at.get(j, INF) <= now)
+        if first is None:
+            first = next(i for i, j in enumerate(pivots) if at.get(j, INF) <= now)
         dropped = pivots[first:]
         gone = set(dropped)
         est = self.state.estimate_s
@@ -168,7 +222,7 @@ class PartitionProfiles:
         alloc = st.alloc
         running = [(e, j) for e, j in st.running if j in alloc]
         now_free = self.now_free
-        total = sum(f for f in now_free if f > 0)
+        total = sum(now_free) if self._bounded else sum(f for f in now_free if f > 0)
         if not running:
             times, cols, totals = [now], [[f] for f in now_free], [total]
         else:
@@ -210,10 +264,15 @@ class PartitionProfiles:
     def _take(self, start: float, end: float, alloc: tuple[int, ...]) -> None:
         a = self._split(start)
         b = self._split(end) if end < INF else len(self.times)
-        for p, n in enumerate(alloc):
-            if n:
-                col = self.free_at[p]
-                col[a:b] = [f - n for f in col[a:b]]
+        if b - a == 1:
+            for p, n in enumerate(alloc):
+                if n:
+                    self.free_at[p][a] -= n
+        else:
+            for p, n in enumerate(alloc):
+                if n:
+                    col = self.free_at[p]
+                    col[a:b] = [f - n for f in col[a:b]]
         self._window_cache = {}
 
     def _allocation(self, q: int, w: int, mins: list[int]) -> tuple[int, ...] | None:
@@ -247,8 +306,19 @@ class PartitionProfiles:
         w = st.procs[j]
         if w > self.free:
             return False
-        end = st.now_s + st.estimate_s[j]
+        now = st.now_s
+        end = now + st.estimate_s[j]
         q = self.queue_of[j]
+        if now != self._refused_at:
+            self._refused_at = now
+            self._refused = {}
+        lane = 0 if self.borrow else q
+        front = self._refused.get(lane) if REFUSED_SHORTCUT else None
+        if front is not None:
+            ws, ts = front
+            i = bisect_right(ws, w)
+            if i and ts[i - 1] < end:
+                return False  # a job no wider had no room up to then (see _refuse)
         if end <= self.horizon:
             mins = self.now_free
         else:
@@ -259,6 +329,8 @@ class PartitionProfiles:
                 if self.times is not None:
                     mins, room = self._window(end)
                     if (room if self.borrow else mins[q]) < w:
+                        times = self.times
+                        self._refuse(lane, w, times[bisect_left(times, end) - 1])
                         return False
                 if not self.pending or end <= self.horizon:
                     break
@@ -267,6 +339,11 @@ class PartitionProfiles:
                 mins = self.now_free
         alloc = self._allocation(q, w, mins)
         if alloc is None:
+            # (without ``borrow``, also with ``mins`` = ``now_free``: then no later job
+            # of the queue at least as wide can start either, whatever its window)
+            times = self.times
+            t = st.now_s if mins is self.now_free else times[bisect_left(times, end) - 1]
+            self._refuse(lane, w, t)
             return False
         st.start(j, alloc)
         now_free = self.now_free
@@ -277,6 +354,43 @@ class PartitionProfiles:
             self._take(st.now_s, end, alloc)
         self._update_free()
         return True
+
+    def _refuse(self, lane: int, w: int, t: float) -> None:
+        """Note that a job of width ``w`` found no room now over the profile's segments
+        up to the one starting at ``t`` (its window's last), so that :meth:`try_start`
+        refuses at once any later job of this instant at least as wide whose window
+        reaches past ``t`` (with ``borrow`` whatever its queue, ``lane`` 0; without, of
+        the same queue, ``lane`` = the queue).
+
+        The same decision: past the ``free`` test, a job fits iff its window [now, end)
+        has room for it over the profile with every reservation made (pending ones
+        settled): with ``borrow``, iff the positive sum of the partitions' minimum free
+        counts over the window is >= w (:meth:`_allocation` fails exactly when that sum
+        is short, whatever the queue); without, iff its own partition's minimum is >= w.
+        Settling lazily decides the same (see the loop in :meth:`try_start`). A window
+        that ends after ``t`` covers every segment up to ``t`` (later breakpoints only
+        split them), so its minima are no larger; a wider job needs more; and within
+        one instant the profile only goes down (starts, reservations and settling take;
+        only :meth:`advance`, at a later instant, gives back). So the refusal stands.
+        Settling that the skipped call would have done is done by a later call that
+        needs it, with the same result, as for any call that decides before settling
+        everything.
+
+        Kept per lane as a Pareto front: widths ascending, times strictly descending; a
+        job is refused when the widest noted width <= w has its time < its end."""
+        front = self._refused.get(lane)
+        if front is None:
+            self._refused[lane] = ([w], [t])
+            return
+        ws, ts = front
+        # (w, t) is not dominated (try_start checked, and t < end): drop the points it
+        # dominates, those with width >= w and time >= t, a run starting where w goes
+        i = k = bisect_left(ws, w)
+        n = len(ws)
+        while k < n and ts[k] >= t:
+            k += 1
+        ws[i:k] = [w]
+        ts[i:k] = [t]
 
     def _window(self, end: float) -> tuple[list[int], int]:
         """For a run from now to ``end``: each partition's minimum free count, and their
@@ -321,7 +435,9 @@ class PartitionProfiles:
             if res.shadow_s < self.settled_horizon:
                 self.settled_horizon = res.shadow_s
         if self._bounded:
-            self.horizon = min([self.settled_horizon, *(b for _, b in self.pending)])
+            pending = self.pending
+            self.horizon = (min(self.settled_horizon, *[b for _, b in pending]) if pending
+                            else self.settled_horizon)
 
     def settle(self, count: int | None = None) -> list[Reservation]:
         """Compute the pending reservations, in order (only the first ``count`` of them,
