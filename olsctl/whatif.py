@@ -393,18 +393,26 @@ class EasyTemplate:
     def __init__(self, snap: Snapshot, until_s: float,
                  stop_above: "tuple[str, float] | None") -> None:
         self.snap = snap
+        args = self.open_args(snap, until_s, stop_above)
+        n = args[0]
+        ints = np.empty(fw.INT_BLOCKS * n + fw.N_COUNTS, dtype=np.int64)
+        floats = np.empty((fw.FLOAT_BLOCKS + 2) * n + fw.N_TAIL)
+        seen = np.zeros(n if args[-2] else 0, dtype=np.bool_)
+        compiled().template_open(*args, BSLD_BOUND_S, ints, floats, seen)
+        self.arrays = n, ints, floats, seen
+
+    @staticmethod
+    def open_args(snap: Snapshot, until_s: float,
+                  stop_above: "tuple[str, float] | None") -> tuple:
+        """The arguments of :func:`olsctl.policies.forward.template_open` before the
+        bounded slowdown's runtime bound: the snapshot's columns, its machine and clock,
+        the horizon, and the SLA bound's metric code (0: none) and limit."""
         n = int(snap.job_id.size)
         metric = 0 if stop_above is None or n == 0 else \
             kernels.BOUND_METRICS.get(stop_above[0], 0)
-        ints = np.empty(fw.INT_BLOCKS * n + fw.N_COUNTS, dtype=np.int64)
-        floats = np.empty((fw.FLOAT_BLOCKS + 2) * n + fw.N_TAIL)
-        seen = np.zeros(n if metric else 0, dtype=np.bool_)
-        compiled().template_open(n, snap.n_running, snap.procs, snap.estimate_s,
-                                 snap.runtime_s, snap.submit_s, snap.start_s,
-                                 snap.active_procs, snap.now_s, until_s, metric,
-                                 stop_above[1] if metric else 0.0, BSLD_BOUND_S, ints,
-                                 floats, seen)
-        self.arrays = n, ints, floats, seen
+        return (n, snap.n_running, snap.procs, snap.estimate_s, snap.runtime_s,
+                snap.submit_s, snap.start_s, snap.active_procs, snap.now_s, until_s,
+                metric, stop_above[1] if metric else 0.0)
 
     @staticmethod
     def fits(snap: Snapshot) -> bool:

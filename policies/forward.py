@@ -391,16 +391,19 @@ def settle_row(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: np
 
 
 @kernel
-def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
-                    t_seen: np.ndarray, codes: np.ndarray, machine: np.ndarray,
+def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
+                    runtime: np.ndarray, submit: np.ndarray, start_s: np.ndarray,
+                    snap_active: int, now: float, until: float, metric: int,
+                    bound_limit: float, codes: np.ndarray, machine: np.ndarray,
                     active: np.ndarray,
                     wake_n: np.ndarray, wake_t: np.ndarray, due: np.ndarray,
                     ints: np.ndarray, floats: np.ndarray, seen: np.ndarray, censor: bool,
                     bsld_s: float, sla: int, limit: float, first_met: bool,
                     then_closest: bool, out: np.ndarray) -> tuple:
     """A tick's EASY what-ifs, candidate by candidate: each starts from the template
-    arrays (``t_*``, as :class:`olsctl.whatif.EasyTemplate` makes them) under its queue
-    order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
+    arrays :func:`template_open` makes of the snapshot's columns (the arguments up to
+    ``bound_limit``, as :class:`olsctl.whatif.EasyTemplate` passes them) under its
+    queue order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
     processors at ``wake_t[c]``; 0: none) and whether the snapshot instant's pass is due;
     one whose machine (``machine[c]`` processors) is narrower than a waiting job (of the
     ``n - nr`` after the running ones) is not run: those jobs can never start, and the
@@ -410,9 +413,13 @@ def easy_candidates(n: int, nr: int, t_ints: np.ndarray, t_floats: np.ndarray,
     first whose ``sla``-th score (``ROW_MEAN_BSLD`` + ``sla``) is at most ``limit``;
     when none is, with ``then_closest`` the closest is finished (:func:`closest`).
     Returns (how many ran or were skipped as too wide, how many times one went on)."""
+    t_ints = np.empty(ints.shape[1], dtype=np.int64)
+    t_floats = np.empty(floats.shape[1])
+    t_seen = np.zeros(seen.shape[1], dtype=np.bool_)
+    template_open(n, nr, procs, est, runtime, submit, start_s, snap_active, now, until,
+                  metric, bound_limit, bsld_s, t_ints, t_floats, t_seen)
     at = INT_BLOCKS * n
     tail = FLOAT_BLOCKS * n + 2 * n
-    procs = block(t_ints, PROCS, n)
     widest = 0
     for j in range(nr, n):
         if procs[j] > widest:
@@ -531,7 +538,8 @@ def warm_up(k) -> None:
                     MEAN_BSLD, 1.0, 10.0, ints, floats, seen)
     two = np.ones(2, dtype=np.int64)
     out = np.zeros((2, N_ROW))
-    k.easy_candidates(n, 1, ints, floats, seen, two, np.array([1, 4], np.int64),
+    k.easy_candidates(n, 1, procs, est, est, np.zeros(n), np.zeros(n), 4, 0.0, INF,
+                      MEAN_BSLD, 1.0, two, np.array([1, 4], np.int64),
                       4 * two, 0 * two, np.full(2, INF), two, np.empty((2, ints.size), np.int64),
                       np.empty((2, floats.size)), np.empty((2, n), np.bool_), False, 10.0,
                       0, 1.0, True, True, out)

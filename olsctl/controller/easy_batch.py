@@ -3,8 +3,8 @@
 Here belongs :func:`easy_batch`: for a snapshot with nothing but processors (no power,
 limit, budget or partitions), no arrivals and the built-in EASY under every candidate,
 the what-ifs of a batch of candidates run one after the other inside
-:func:`olsctl.policies.forward.easy_candidates` (each from the tick's template arrays,
-:class:`olsctl.whatif.EasyTemplate`) and are scored there too, optionally stopping at the
+:func:`olsctl.policies.forward.easy_candidates` (each from template arrays made in the
+same call, as :class:`olsctl.whatif.EasyTemplate` makes them) and are scored there too, optionally stopping at the
 first that meets the SLA (what ``cheapest-first`` asks for). The trials are the ones
 :class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit: the same loop, the same
 scores (:func:`olsctl.policies.forward.score_run` sums as :func:`math.fsum` does and
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from olsctl.controller.scoring import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
-                                       _policy, _template, apply_candidate, known_costs,
+                                       _policy, apply_candidate, known_costs,
                                        weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import forward as fw
@@ -63,20 +63,20 @@ def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None =
     plan = _plan(task, cands)
     if plan is None:
         return None
-    n, nr = int(snap.job_id.size), snap.n_running
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-    _, t_ints, t_floats, t_seen = _template(snap, until, task.stop_above).arrays
+    opening = EasyTemplate.open_args(snap, until, task.stop_above)
+    n = opening[0]
     count = len(cands)
     metric = task.stop_above[0] if task.stop_above is not None else None
     batch = _Batch(n, plan.codes, task.horizon_s is not None, metric,
-                   np.empty((count, t_ints.size), dtype=np.int64),
-                   np.empty((count, t_floats.size)),
-                   np.empty((count, t_seen.size), dtype=np.bool_),
+                   np.empty((count, fw.INT_BLOCKS * n + fw.N_COUNTS), dtype=np.int64),
+                   np.empty((count, (fw.FLOAT_BLOCKS + 2) * n + fw.N_TAIL)),
+                   np.empty((count, n if opening[-2] else 0), dtype=np.bool_),
                    np.empty((count, fw.N_ROW)))
     sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
                                                     float(first_met[1]))
     ran, went_on = compiled().easy_candidates(
-        n, nr, t_ints, t_floats, t_seen, plan.codes, plan.machine, plan.active,
+        *opening, plan.codes, plan.machine, plan.active,
         plan.wake_n, plan.wake_t, plan.due, batch.ints, batch.floats, batch.seen,
         batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
         first_met is not None and then_closest, batch.out)
