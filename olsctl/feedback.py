@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,10 @@ class SlaFeedback:
         #: read again)
         self._start = np.full(self._submit.size, np.nan)
         self._read_from: list[float] | None = None
+        #: the state's start order, if followed (see :meth:`follow`), and how much of it
+        #: has been read
+        self._order: list[int] | None = None
+        self._order_at = 0
 
     def window_at(self, now_s: float) -> tuple[int, float]:
         """The index of the window holding ``now_s`` and its start (seconds)."""
@@ -100,8 +105,9 @@ class SlaFeedback:
         """The SLA metric of jobs ``lo:hi`` as realized by ``now_s``, and whether it is
         final (every one of them has finished)."""
         start = self._starts(start_s, lo, hi)
-        # a job not started has waited until now (each wait the same subtraction)
-        wait = np.where(start == start, start, now_s) - self._submit[lo:hi]
+        # a job not started (NaN) has waited until now; one started did so by now, so
+        # fmin gives its start (each wait the same subtraction)
+        wait = np.fmin(start, now_s) - self._submit[lo:hi]
         runtime = self._runtime[lo:hi]
         done = start + runtime <= now_s  # (false for a job not started: NaN)
         final = bool(done.all())
@@ -116,18 +122,35 @@ class SlaFeedback:
 
     def _starts(self, start_s: list[float], lo: int, hi: int) -> np.ndarray:
         """``start_s[lo:hi]`` as an array (a view of the known starts: read only),
-        reading only the entries not yet known."""
+        reading only the entries not yet known: with the state's start order
+        (:meth:`follow`), those started since the last call."""
         known = self._start
         if start_s is not self._read_from:  # another run's list: start afresh
             if len(start_s) != known.size:
                 return np.asarray(start_s[lo:hi], dtype=float)
             known[:] = np.nan
             self._read_from = start_s
+            self._order_at = 0
+        order = self._order
+        if order is not None:
+            new = order[self._order_at:]
+            if new:
+                known[new] = itemgetter(*new)(start_s)
+                self._order_at += len(new)
+            return known[lo:hi]
         part = known[lo:hi]
         unread = np.flatnonzero(part != part)
         if unread.size:
-            part[unread] = [start_s[i] for i in (unread + lo).tolist()]
+            part[unread] = itemgetter(*(unread + lo).tolist())(start_s)
         return part
+
+    def follow(self, start_order: list[int]) -> None:
+        """Read starts through ``start_order``, the jobs of the start times passed to
+        :meth:`pressure` in the order they started (``SimState.start_order``; it only
+        grows), instead of looking again at every job not started yet."""
+        if start_order is not self._order:
+            self._order = start_order
+            self._read_from = None  # read every start again, through it
 
     def pressure(self, start_s: list[float], now_s: float) -> float:
         """The blended realized metric of the current and previous windows over the

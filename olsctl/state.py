@@ -38,7 +38,7 @@ class SimState:
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
         "held", "started", "checker", "power", "cache", "finishes", "wake", "budget", "pass_due",
-        "limit",
+        "limit", "start_order",
     )
 
     def __init__(
@@ -86,6 +86,9 @@ class SimState:
         self.cache: dict = {}
         #: jobs finished so far (lets a policy tell whether anything ended since a pass)
         self.finishes = 0
+        #: the jobs started by :meth:`start`, in start order (lets SLA feedback read only
+        #: the starts since it last looked)
+        self.start_order: list[int] = []
         #: a change of the active processors still to come, as (time, count): processors
         #: being woken become usable then (None: nothing pending)
         self.wake: tuple[float, int] | None = None
@@ -221,6 +224,7 @@ class SimState:
             self.checker.on_start(self, idx)
         now = self.now_s
         self.start_s[idx] = now
+        self.start_order.append(idx)
         self.busy_procs += self.procs[idx]
         insort(self.running, (now + self.estimate_s[idx], idx))
         if alloc is not None:

@@ -158,6 +158,7 @@ class Controller:
         from the slowdown realized so far (then logged in ``record``)."""
         if self.feedback is None:
             return self.settings.sla_max
+        self.feedback.follow(st.start_order)
         pressure = self.feedback.pressure(st.start_s, now)
         limit = self.feedback.limit_at(pressure)
         record["feedback"] = {"pressure": pressure, "limit": limit}
