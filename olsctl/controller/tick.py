@@ -178,8 +178,10 @@ class Controller:
                 return _Outcome(trials, failure=failed[0].error)
             best, reason, met = choose(trials, s.sla_metric, self._limit)
             if not met:  # raises when a what-if run for it fails
-                trials = self._complete_closest(task, trials, snap.n_waiting)
-                best, reason, met = choose(trials, s.sla_metric, self._limit)
+                closest = self._complete_closest(task, trials, snap.n_waiting)
+                if any(a is not b for a, b in zip(closest, trials)):  # (else: same choice)
+                    trials = closest
+                    best, reason, met = choose(trials, s.sla_metric, self._limit)
         except BackendDown:  # the pool cannot run what-ifs any more: the run stops
             raise
         except Exception as exc:  # e.g. a worker process died
