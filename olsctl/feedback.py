@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from operator import itemgetter
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from olsctl.controller.scoring import (Candidate, Trial, WhatIfRun, WhatIfTask, _failed,
-                                       _timed_batch, what_if_batch)
+                                       _timed_batch, run_batch, what_if_batch)
 from olsctl.controller import easy_batch as batches
 from olsctl.workers import processes_for
 
@@ -94,19 +94,9 @@ class Dispatcher:
         none meets (the tick's next step, then left with nothing to do; the what-ifs
         that went on are counted)."""
         t0 = time.perf_counter()
-        fast = None
         if self.batch is what_if_batch:
-            try:
-                fast = batches.easy_batch(task, order, self.cut, (metric, limit),
-                                          then_closest=then_closest)
-            except Exception as exc:  # as when the first what-if raises
-                fast = [_failed(task, order[0], f"{type(exc).__name__}: {exc}")], 0
-        if fast is not None:
-            trials, went_on = fast
+            trials, went_on = run_batch(task, order, self.cut, (metric, limit), then_closest)
             self.whatifs += went_on
-        elif self.batch is what_if_batch:
-            trials = what_if_batch(task, order, self.settings.seed, keep=self.cut,
-                                   first_met=(metric, limit))
         else:
             trials = []
             for c in order:

@@ -15,36 +15,18 @@ Python around each what-if is gone. A what-if cut short keeps its arrays, to go 
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from olsctl.controller.scoring import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
-                                       _policy, apply_candidate, known_costs,
+                                       _policy, cut_trial, known_costs, setting_of,
                                        weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import forward as fw
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.jit import compiled
-from olsctl.state import SimState
 from olsctl.whatif import EasyTemplate
-
-
-class _Machine:
-    """The part of a what-if's state a candidate changes (:func:`apply_candidate`):
-    active processors, a wake under way, whether the pass is due; no jobs, power or
-    limit. The rules are :class:`SimState`'s own methods."""
-
-    __slots__ = ("now_s", "active_procs", "wake", "pass_due", "power", "limit")
-    target_active = SimState.target_active
-    request_active = SimState.request_active
-    set_active = SimState.set_active
-
-    def __init__(self, now_s: float, active_procs: int, wake, pass_due: bool) -> None:
-        self.now_s, self.active_procs, self.wake = now_s, active_procs, wake
-        self.pass_due = pass_due
-        self.power = self.limit = None
 
 
 def easy_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None = None,
@@ -136,11 +118,9 @@ def _plan(task: WhatIfTask, cands: Sequence[Candidate]) -> _Plan | None:
     wake_t = [INF] * count
     due = [0] * count
     for i, c in enumerate(cands):
-        m = _Machine(snap.now_s, snap.active_procs, snap.wake, snap.pass_due)
-        apply_candidate(m, c, task.current, latency)
-        active[i], due[i] = m.active_procs, m.pass_due
-        if m.wake is not None:
-            wake_t[i], wake_n[i] = m.wake
+        active[i], wake, due[i] = setting_of(snap, c, task.current, latency)
+        if wake is not None:
+            wake_t[i], wake_n[i] = wake
     plan = _Plan()
     plan.cands, plan.policy, plan.key = cands, dict(task.policy), key
     plan.codes = np.array(codes, dtype=np.int64)
@@ -161,9 +141,7 @@ def _trial(c: Candidate, n: int, row: list, metric: str | None, cost: float) -> 
     if status == fw.OUT_WIDE:  # a waiting job wider than the machine: never starts
         return Trial(c, n, int(row[fw.ROW_UNSTARTED]), 0, INF, INF, INF, INF, cost)
     if status == fw.OUT_CUT:
-        values = [math.nan] * len(SLA_METRICS)
-        values[SLA_METRICS.index(metric)] = row[fw.ROW_BOUND]
-        return Trial(c, n, 0, 0, *values, cost, stopped_at_s=row[fw.ROW_NOW])
+        return cut_trial(c, n, metric, row[fw.ROW_BOUND], cost, row[fw.ROW_NOW])
     return Trial(c, n, int(row[fw.ROW_UNSTARTED]), int(row[fw.ROW_CENSORED]),
                  *row[fw.ROW_MEAN_BSLD:fw.ROW_MAX_WAIT + 1], cost)
 

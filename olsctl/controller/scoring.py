@@ -209,6 +209,38 @@ def apply_candidate(state: SimState, candidate: Candidate, current: Candidate | 
         state.pass_due = True
 
 
+class _Machine:
+    """The part of a what-if's state a candidate changes (:func:`apply_candidate`) when
+    there is no power to meter: active processors, a wake under way, whether the pass
+    is due. The rules are :class:`SimState`'s own methods."""
+
+    __slots__ = ("now_s", "active_procs", "wake", "pass_due", "power", "limit")
+    target_active = SimState.target_active
+    request_active = SimState.request_active
+    set_active = SimState.set_active
+
+
+def setting_of(snap: Snapshot, candidate: Candidate, current: Candidate | None,
+               wake_latency_s: float) -> tuple[int, "tuple[float, int] | None", bool]:
+    """What :func:`apply_candidate` makes of a snapshot without power (no jobs needed):
+    (active processors, the wake under way, whether the pass is due)."""
+    m = _Machine()
+    m.now_s, m.active_procs, m.wake, m.pass_due = (snap.now_s, snap.active_procs, snap.wake,
+                                                   snap.pass_due)
+    m.power = m.limit = None
+    apply_candidate(m, candidate, current, wake_latency_s)  # type: ignore[arg-type]
+    return m.active_procs, m.wake, m.pass_due
+
+
+def cut_trial(candidate: Candidate, n: int, metric: str, bound: float, cost: float,
+              stopped_at_s: float) -> Trial:
+    """The trial of a what-if of ``n`` jobs cut short at ``stopped_at_s`` by the
+    ``bound`` of ``metric``: the other metrics unknown (NaN)."""
+    values = [math.nan] * len(SLA_METRICS)
+    values[SLA_METRICS.index(metric)] = bound
+    return Trial(candidate, n, 0, 0, *values, cost, stopped_at_s=stopped_at_s)
+
+
 class WhatIfRun:
     """One what-if (see :func:`what_if`; ``trial`` is its result). One cut short can go
     on under a higher limit (:meth:`resume`), with the trial a new what-if under that
@@ -232,13 +264,9 @@ class WhatIfRun:
         if (type(self.policy) is EasyBackfill and EasyTemplate.fits(snap)
                 and (task.arrivals is None or not len(task.arrivals))):
             # EASY's compiled loop, from the tick's arrays (no live state)
-            settings = SimState(snap.total_procs, (), (), (), (), (), snap.active_procs)
-            settings.now_s, settings.wake = snap.now_s, snap.wake
-            settings.pass_due = snap.pass_due
-            apply_candidate(settings, candidate, task.current, task.wake_latency_s)
             self.arrays = _template(snap, self.until, task.stop_above).run(
-                self.policy.order_code, settings.active_procs, settings.wake,
-                settings.pass_due)
+                self.policy.order_code,
+                *setting_of(snap, candidate, task.current, task.wake_latency_s))
             self.state = None
             self.steps = self.arrays.steps()
         else:
@@ -273,10 +301,8 @@ class WhatIfRun:
                                              self.arrays)
         snap = task.snapshot
         if stopped is not None:
-            values = {name: math.nan for name in SLA_METRICS}
-            values[task.stop_above[0]] = stopped
-            return Trial(candidate, n, 0, 0, *(values[m] for m in SLA_METRICS),
-                         self._cost(), stopped_at_s=(state or arrays).now_s)
+            return cut_trial(candidate, n, task.stop_above[0], stopped, self._cost(),
+                             (state or arrays).now_s)
         if arrays is not None:
             start = arrays.column(fw.START).copy()
             submit, runtime = arrays.column(fw.SUBMIT), arrays.column(fw.RUNTIME)
@@ -381,15 +407,26 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
     trials up to the first with ``metric <= limit`` or an error. EASY batches that
     qualify run in one compiled call (:func:`olsctl.controller.easy_batch.easy_batch`),
     with the same trials."""
+    return run_batch(task, candidates, keep, first_met)[0]
+
+
+def run_batch(task: WhatIfTask, candidates: Sequence[Candidate],
+              keep: dict[Candidate, Any] | None = None,
+              first_met: tuple[str, float] | None = None,
+              then_closest: bool = False) -> tuple[list[Trial], int]:
+    """:func:`what_if_batch`'s trials, and how many times a what-if cut short went on:
+    with ``then_closest`` (and ``first_met``), a compiled EASY batch in which no
+    candidate meets the SLA also finishes the closest (see
+    :func:`olsctl.controller.easy_batch.easy_batch`)."""
     from olsctl.controller.easy_batch import easy_batch  # (a module importing this one)
 
     try:
-        fast = easy_batch(task, candidates, keep, first_met)
+        fast = easy_batch(task, candidates, keep, first_met, then_closest=then_closest)
     except Exception as exc:  # as when each what-if raises (the first, if it stops there)
         error = f"{type(exc).__name__}: {exc}"
-        return [_failed(task, c, error) for c in candidates[:1 if first_met else None]]
+        return [_failed(task, c, error) for c in candidates[:1 if first_met else None]], 0
     if fast is not None:
-        return fast[0]
+        return fast
     out: list[Trial] = []
     for c in candidates:
         try:
@@ -402,7 +439,7 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
         if first_met is not None and (out[-1].error is not None
                                       or out[-1].metric(first_met[0]) <= first_met[1]):
             break
-    return out
+    return out, 0
 
 
 def _timed_batch(batch: Callable[..., list[Trial]], task: WhatIfTask,
