@@ -257,7 +257,10 @@ class SimState:
             # only the jobs in the system: the cost follows them, not the workload
             return np.asarray(pick(values), dtype=dtype)
 
-        return Snapshot(
+        # (made without the frozen dataclass's ``__init__``, which sets each of the 16
+        # fields through ``object.__setattr__``: every controller tick takes a snapshot)
+        snap = object.__new__(Snapshot)
+        snap.__dict__.update(
             now_s=self.now_s,
             total_procs=self.total_procs,
             active_procs=self.active_procs,
@@ -277,6 +280,7 @@ class SimState:
             budget=None if self.budget is None else self.budget.subset(idx),
             limit=None if self.limit is None else self.limit.subset(idx),
         )
+        return snap
 
     @classmethod
     def from_snapshot(cls, snap: "Snapshot", checker: Checker = NULL_CHECKER) -> "SimState":

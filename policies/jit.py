@@ -14,6 +14,8 @@ lists, the what-if loops call the compiled one over arrays.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import time
 import types
 from typing import Callable
@@ -38,6 +40,7 @@ def compiled() -> types.SimpleNamespace:
     global _COMPILED
     if _COMPILED is None:
         _load_kernel_modules()
+        _skip_blas_probe()
         from numba import njit
 
         scope: dict = {}
@@ -51,6 +54,26 @@ def compiled() -> types.SimpleNamespace:
             scope[name] = njit(cache=True)(copy)
         _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
     return _COMPILED
+
+
+def _skip_blas_probe() -> None:
+    """Load numba's array functions without their BLAS probe.
+
+    When it first compiles or loads a function, numba imports ``scipy.linalg`` (about
+    0.25 s, a third of its start-up here) only to learn whether ``np.convolve`` and
+    ``np.correlate`` may call BLAS. No kernel uses those two, nor any linear algebra
+    (which looks for BLAS itself, when compiled), so the probe is told there is none:
+    those two would take numba's own loop. Later imports of ``scipy.linalg`` are not
+    affected; nothing is done when it is already imported."""
+    probe, blas = "numba.np.arraymath", "scipy.linalg.cython_blas"
+    if probe in sys.modules or blas in sys.modules:
+        return
+    sys.modules[blas] = None  # type: ignore[assignment]  # (import fails at once)
+    try:
+        importlib.import_module(probe)
+    finally:
+        if sys.modules.get(blas, False) is None:
+            del sys.modules[blas]
 
 
 def _load_kernel_modules() -> None:

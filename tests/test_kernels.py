@@ -280,3 +280,22 @@ def test_the_nojit_subset_passes_uncompiled():
     tail = "\n".join(out.stdout.splitlines()[-30:])
     assert out.returncode == 0, tail
     assert " passed" in tail and " failed" not in tail, tail
+
+
+def test_the_kernels_load_without_scipy_linalg():
+    """Loading the compiled kernels skips numba's BLAS probe, which would import
+    scipy.linalg: the what-ifs still run, and scipy.linalg can still be imported later
+    (with numba's own BLAS calls working, which look for it when compiled)."""
+    code = ("import sys; import numpy as np\n"
+            "from olsctl.policies.jit import compiled\n"
+            "from olsctl.policies.forward import warm_up\n"
+            "warm_up(compiled())\n"
+            "print('scipy.linalg' in sys.modules)\n"
+            "import scipy.linalg.cython_blas\n"
+            "from numba import njit\n"
+            "print(njit(lambda a, b: np.dot(a, b))(np.ones(3), np.arange(3.0)))\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO_ROOT, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "3.0"]

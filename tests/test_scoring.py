@@ -134,3 +134,54 @@ def test_a_cap_between_the_mean_and_the_max_forecast_cannot_be_kept():
     high = what_if(task, Candidate(4, cap_w=900.0))
     assert not high.over_cap and high.metric("mean_bsld") == pytest.approx(
         (1 + 1 + 1 + 90 / 40) / 3, rel=1e-12)
+
+
+def test_new_trial_is_the_trial_the_dataclass_makes():
+    """new_trial (a batch's fast way to make a Trial) sets every field, as Trial does."""
+    from dataclasses import fields
+
+    from olsctl.controller.scoring import Trial, new_trial
+
+    c = Candidate(8, params=(("share", 2),))
+    inf, nan = float("inf"), float("nan")
+    for args, stop in [((c, 5, 0, 0, 1.5, 2.5, 30.0, 60.0, 8.0), None),
+                       ((c, 5, 2, 0, inf, inf, inf, inf, 8.0), None),
+                       ((c, 7, 0, 3, 4.0, nan, nan, nan, 16.0), 3600.0)]:
+        want = Trial(*args, stopped_at_s=stop)
+        got = new_trial(*args, stop)
+        assert type(got) is Trial
+        assert set(vars(got)) == {f.name for f in fields(Trial)}
+        assert repr(got) == repr(want)  # (repr: NaN fields compare unequal)
+        assert got.as_dict() == want.as_dict() or stop is not None
+        assert got.complete == (stop is None)
+
+
+def test_a_snapshot_sets_every_field_by_hand():
+    """SimState.snapshot (made without Snapshot's __init__) sets every field: job 0
+    runs, jobs 2 then 1 wait (in queue order)."""
+    from dataclasses import fields, replace
+
+    from olsctl.state import SimState, Snapshot
+
+    st = SimState(8, [10, 11, 12], [0.0, 1.0, 2.0], [4, 8, 2], [100.0, 50.0, 20.0],
+                  [90.0, 40.0, 10.0])
+    st.now_s = 5.0
+    st.queue = [0, 2, 1]
+    st.start(0)
+    st.queue = [2, 1]
+    st.wake = (60.0, 8)  # (fields that differ from Snapshot's defaults)
+    st.pass_due = False
+    snap = st.snapshot()
+    assert set(vars(snap)) == {f.name for f in fields(Snapshot)}
+    again = replace(snap)  # through __init__, every field read back
+    assert type(again) is Snapshot
+    assert (snap.now_s, snap.total_procs, snap.active_procs, snap.n_running) == (5.0, 8, 8, 1)
+    assert snap.job_id.tolist() == [10, 12, 11] and snap.job_id.dtype == np.int64
+    assert snap.procs.tolist() == [4, 2, 8] and snap.procs.dtype == np.int64
+    assert snap.submit_s.tolist() == [0.0, 2.0, 1.0]
+    assert snap.estimate_s.tolist() == [100.0, 20.0, 50.0]
+    assert snap.runtime_s.tolist() == [90.0, 10.0, 40.0]
+    assert snap.start_s[0] == 5.0 and np.isnan(snap.start_s[1:]).all()
+    assert snap.running_alloc == (None,) and snap.wake == (60.0, 8) and snap.pass_due is False
+    assert (snap.power, snap.budget, snap.limit) == (None, None, None)
+    assert snap.n_waiting == 2

@@ -20,8 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from olsctl.controller.scoring import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
-                                       _policy, cut_trial, known_costs, setting_of,
-                                       weighted_cost)
+                                       _policy, cut_trial, known_costs, new_trial,
+                                       setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import forward as fw
 from olsctl.policies.easy import EasyBackfill
@@ -139,11 +139,11 @@ def _trial(c: Candidate, n: int, row: list, metric: str | None, cost: float) -> 
     (run to its end, or cut short at the bound of ``metric``), as WhatIfRun scores it."""
     status = row[fw.ROW_STATUS]
     if status == fw.OUT_WIDE:  # a waiting job wider than the machine: never starts
-        return Trial(c, n, int(row[fw.ROW_UNSTARTED]), 0, INF, INF, INF, INF, cost)
+        return new_trial(c, n, int(row[fw.ROW_UNSTARTED]), 0, INF, INF, INF, INF, cost)
     if status == fw.OUT_CUT:
         return cut_trial(c, n, metric, row[fw.ROW_BOUND], cost, row[fw.ROW_NOW])
-    return Trial(c, n, int(row[fw.ROW_UNSTARTED]), int(row[fw.ROW_CENSORED]),
-                 *row[fw.ROW_MEAN_BSLD:fw.ROW_MAX_WAIT + 1], cost)
+    return new_trial(c, n, int(row[fw.ROW_UNSTARTED]), int(row[fw.ROW_CENSORED]),
+                     *row[fw.ROW_MEAN_BSLD:fw.ROW_MAX_WAIT + 1], cost)
 
 
 class _Batch:

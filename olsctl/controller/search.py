@@ -110,6 +110,8 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
             # (which, for the whole list, also finishes the closest when none meets)
             rest = dispatcher.until_met(task, order[i:] if i else order, ctx.sla_metric,
                                         ctx.limit, then_closest=i == 0)
+            if i == 0 and order == cands:  # (the same objects) already in their order
+                return rest
             done.update((t.candidate, t) for t in rest)
             return [done[c] for c in cands if c in done]
         batch = order[i:i + width]
