@@ -163,13 +163,16 @@ def backfill_from(now: float, free: int, ordered, first: int, shadow_s: float, e
         if free <= 0:
             break
         j = ordered[pos]
-        left = admit(procs[j], now, est[j], free, shadow_s, extra)
+        p = procs[j]
+        if p > free:  # admit's first test, without the call: behind a blocked head
+            continue  # most jobs fail it
+        left = admit(p, now, est[j], free, shadow_s, extra)
         if left < 0:
             continue
         extra = left
         started[ns] = j
         ns += 1
-        free -= procs[j]
+        free -= p
     return ns, extra
 
 

@@ -155,6 +155,35 @@ def test_a_batch_does_not_stand_for_other_policies_or_arrivals():
                       cands) is None
 
 
+def test_a_batch_follows_what_its_plan_depends_on():
+    """The same candidate list (a batch keeps what it made of it) under another cost,
+    another policy, another machine state and wake latency: each trial follows."""
+    from test_controller import _busy_then_quiet, _snapshot_at
+
+    snap = _snapshot_at(_busy_then_quiet(), 1800.0)
+    m = snap.total_procs
+    cands = [Candidate(m // 2), Candidate(m)]
+    task = WhatIfTask(snap, {"name": "easy"}, (("active_procs", 1.0),))
+    base = easy_batch(task, cands)[0]
+    assert [t.cost for t in base] == [float(m // 2), float(m)]
+    assert easy_batch(replace(task, policy={"name": "mqbf", "queues": 2}), cands) is None
+    double = easy_batch(replace(task, cost=(("active_procs", 2.0),)), cands)[0]
+    assert [t.cost for t in double] == [2.0 * (m // 2), 2.0 * m]
+    assert [t.mean_bsld for t in double] == [t.mean_bsld for t in base]
+    for t, want in zip(easy_batch(task, cands)[0], base):
+        assert repr(t) == repr(want)
+    # on a machine shrunk to 2 active processors, both candidates wake more: at once,
+    # then an hour later (a wake latency); the trials are those run one by one
+    small = replace(task, snapshot=replace(snap, active_procs=2))
+    runs = []
+    for t in (small, replace(small, wake_latency_s=3600.0)):
+        got = easy_batch(t, cands)[0]
+        for trial, want in zip(got, [WhatIfRun(t, c).trial for c in cands]):
+            assert repr(trial) == repr(want)
+        runs.append([trial.mean_wait_s for trial in got])
+    assert runs[0] != runs[1]
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           derandomize=True)
 @given(st.data())

@@ -81,7 +81,7 @@ class _Plan:
     (``wake_n`` processors at ``wake_t``; 0: none) and whether the pass is ``due``; and
     each one's ``costs`` (without power, all known before the what-if)."""
 
-    __slots__ = ("cands", "policy", "key", "codes", "machine", "active", "wake_n",
+    __slots__ = ("cands", "policy", "cost", "key", "codes", "machine", "active", "wake_n",
                  "wake_t", "due", "costs")
 
 
@@ -93,25 +93,34 @@ def _plan(task: WhatIfTask, cands: Sequence[Candidate]) -> _Plan | None:
     """The plan of ``cands`` under ``task`` (a snapshot without power), or None when a
     candidate's policy is not the built-in EASY. The last plan serves again for the same
     candidate list, policy and costs, and the same setting in force, active processors,
-    wake under way, pass due and wake latency (with a latency, also the same instant)."""
+    wake under way, pass due and wake latency (with a latency, also the same instant);
+    with only the latter changed, its codes, machines and costs serve again."""
     snap = task.snapshot
     latency = task.wake_latency_s
-    key = (task.cost, task.current, snap.active_procs, snap.wake, snap.pass_due, latency,
+    key = (task.current, snap.active_procs, snap.wake, snap.pass_due, latency,
            snap.now_s if latency > 0 else None)
     last = _PLAN[0]
-    if (last is not None and last.cands is cands and last.key == key
-            and last.policy == task.policy):
+    same = (last is not None and last.cands is cands and last.cost == task.cost
+            and last.policy == task.policy)
+    if same and last.key == key:
         return last
-    policies: dict = {}
-    codes = []
-    for c in cands:
-        spec = (c.window, c.params)
-        policy = policies.get(spec)
-        if policy is None:
-            policy = policies[spec] = _policy(c.policy_spec(task.policy))
-        if type(policy) is not EasyBackfill:
-            return None
-        codes.append(policy.order_code)
+    plan = _Plan()
+    if same:
+        plan.codes, plan.machine, plan.costs = last.codes, last.machine, last.costs
+    else:
+        policies: dict = {}
+        codes = []
+        for c in cands:
+            spec = (c.window, c.params)
+            policy = policies.get(spec)
+            if policy is None:
+                policy = policies[spec] = _policy(c.policy_spec(task.policy))
+            if type(policy) is not EasyBackfill:
+                return None
+            codes.append(policy.order_code)
+        plan.codes = np.array(codes, dtype=np.int64)
+        plan.machine = np.array([c.active_procs for c in cands], dtype=np.int64)
+        plan.costs = [weighted_cost(task.cost, known_costs(task, c)) for c in cands]
     count = len(cands)
     active = [0] * count
     wake_n = [0] * count
@@ -121,15 +130,11 @@ def _plan(task: WhatIfTask, cands: Sequence[Candidate]) -> _Plan | None:
         active[i], wake, due[i] = setting_of(snap, c, task.current, latency)
         if wake is not None:
             wake_t[i], wake_n[i] = wake
-    plan = _Plan()
-    plan.cands, plan.policy, plan.key = cands, dict(task.policy), key
-    plan.codes = np.array(codes, dtype=np.int64)
-    plan.machine = np.array([c.active_procs for c in cands], dtype=np.int64)
+    plan.cands, plan.policy, plan.cost, plan.key = cands, dict(task.policy), task.cost, key
     plan.active = np.array(active, dtype=np.int64)
     plan.wake_n = np.array(wake_n, dtype=np.int64)
     plan.wake_t = np.array(wake_t)
     plan.due = np.array(due, dtype=np.int64)
-    plan.costs = [weighted_cost(task.cost, known_costs(task, c)) for c in cands]
     _PLAN[0] = plan
     return plan
 
