@@ -231,8 +231,11 @@ class MultiQueueBackfill(PolicyBase):
         cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
         if cached is not None:
             finishes, active, qlen, last, busy_queues, running, resources = cached
+            # (a partition holding more than it owns, after the active count was lowered:
+            # the idle processors, not the partitions, may then have kept a pivot from
+            # starting at its reservation, which a new pass would move; no reuse)
             if (active == state.active_procs and len(queue) >= qlen
-                    and (qlen == 0 or queue[qlen - 1] == last)):
+                    and (qlen == 0 or queue[qlen - 1] == last) and resources._bounded):
                 if finishes == state.finishes:
                     return self._arrivals_pass(state, key, queue_of, qlen, busy_queues,
                                                resources)

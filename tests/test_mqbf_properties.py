@@ -337,6 +337,77 @@ def test_arrivals_shortcut_changes_nothing_on_a_long_loaded_workload(seed):
         assert fast == plain
 
 
+def test_arrivals_shortcut_is_not_taken_after_a_partition_is_left_over_its_share():
+    """12 processors, 2 queues split at 203 s, exact estimates. Job 1 (7 procs, 400 s)
+    starts at 60 borrowing 1 processor of partition 2; at 115 the machine shrinks to 10
+    (partitions of 5 and 5: partition 1 holds 6, 3 processors idle). Job 2 (9 procs,
+    queue 2) is reserved at 460, when job 1 ends. Job 4 (4 procs, 200 s, queue 1) finds
+    partition 2's 4 free over [140, 340) but only 3 idle: it is reserved at once and
+    cannot start. Job 6 (2 procs, 10 s, queue 1) then finds partition 2's processors
+    reserved and waits.
+
+    Job 11 arrives at 435. A pass then makes job 4's reservation again, from 435: it would
+    overlap job 2's, so it moves to 860 (job 2's end), and job 6 starts at once. A pass
+    reusing the last profiles (the arrivals-only shortcut) would keep job 4's [140, 340)
+    and start job 6 only at 860; the what-if of a snapshot at 435, as a fresh pass,
+    starts it at 435."""
+    import olsctl.policies.mqbf as mqbf
+
+    w = workload_from_rows([(1, 60, 400, 7), (2, 80, 400, 9), (4, 140, 200, 4),
+                            (6, 145, 10, 2), (11, 435, 20, 4)], 12)
+    spec = {"name": "mqbf", "queues": 2, "boundaries_s": [203]}
+    want = {1: 60.0, 2: 460.0, 4: 860.0, 6: 435.0, 11: 860.0}
+    for shortcut in (True, False):
+        mqbf.ARRIVALS_SHORTCUT = shortcut
+        try:
+            sim = make_main(w, "exact", policy=make_policy(spec))
+            sim.at(115.0, lambda s: s.set_active_procs(10))
+            snaps: list = []
+            sim.at(435.0, lambda s: snaps.append(s.state.snapshot()))
+            assert starts_of(sim.run()) == want
+        finally:
+            mqbf.ARRIVALS_SHORTCUT = True
+        got = run_whatif(snaps[0], make_policy(spec))
+        assert dict(zip(got.job_id.tolist(), got.start_s.tolist())) == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          derandomize=True)
+@given(shortcut_cases(**BUSY), st.data())
+def _arrivals_shortcut_changes_nothing_when_the_machine_shrinks_and_grows(case, data):
+    import olsctl.policies.mqbf as mqbf
+
+    w, spec, estimates = case
+    spec = {**spec, "borrow": True}  # (without, a job may not fit a shrunk partition)
+    machine = w.machine_procs
+    last = float(w.submit_s.max())
+    changes = sorted((data.draw(st.integers(1, int(last) + 5)),
+                      data.draw(st.integers(max(1, machine // 3), machine)))
+                     for _ in range(data.draw(st.integers(1, 4))))
+    changes.append((int(last) + 400, machine))  # every job can run in the end
+
+    def run(shortcut: bool) -> dict:
+        mqbf.ARRIVALS_SHORTCUT = shortcut
+        try:
+            sim = make_main(w, estimates, policy=make_policy(spec))
+            for t, n in changes:
+                sim.at(float(t), lambda s, n=n: s.set_active_procs(n))
+            return starts_of(sim.run())
+        finally:
+            mqbf.ARRIVALS_SHORTCUT = True
+
+    with _taken_with_a_job_waiting("_arrivals_pass") as calls:
+        fast = run(True)
+    assert fast == run(False)
+    assert len(fast) == len(w.job_id)
+    checked(any(calls))
+
+
+def test_arrivals_shortcut_changes_nothing_when_the_machine_shrinks_and_grows():
+    run_counted(_arrivals_shortcut_changes_nothing_when_the_machine_shrinks_and_grows,
+                min_share=0.6)
+
+
 #: few distinct runtimes and submit times on a grid: many jobs end together, at their
 #: expected ends with exact estimates, while pivots wait behind them
 LOCKSTEP = dict(runtimes=st.sampled_from([10, 20, 30, 50, 100, 300]),
