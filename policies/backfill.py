@@ -269,7 +269,9 @@ def _remember(state: "SimState", head: int, shadow_s: float, extra: int) -> None
     last_job = queue[-1]
     if started and last_job in started:
         gone = set(started)
-        last_job = next(j for j in reversed(queue) if j not in gone)
+        for last_job in reversed(queue):  # (one is left: the blocked head)
+            if last_job not in gone:
+                break
     state.cache[LAST_PASS_KEY] = (state.finishes, state.active_procs, state.busy_procs,
                                   len(queue) - len(started), last_job, head, shadow_s,
                                   extra)

@@ -71,3 +71,22 @@ def test_a_candidate_set_that_can_never_start_a_job_is_refused(tmp_path, capsys)
     assert len(err) == 1
     assert "controller.candidates.active_procs" in err[0] and "job 1" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_decision_log_is_one_json_dumps_line_per_tick():
+    """decisions.jsonl's text is each decision as json.dumps writes it, one per line,
+    infinite scores and all: 4 processors, a 4-wide job holding them, a 4-wide job
+    waiting behind it and one narrow job; the 2-processor candidate can never start
+    the wide one (its scores are infinite: null)."""
+    w = workload_from_rows([(1, 0, 300, 4), (2, 10, 100, 4), (3, 20, 50, 1)],
+                           machine_procs=4)
+    sim = make_main(w)
+    ctl = _controller([2, 4])
+    ctl.start(sim)
+    sim.run()
+    text = ctl.jsonl()
+    assert text == "".join(json.dumps(d) + "\n" for d in ctl.decisions)
+    lines = text.splitlines()
+    assert len(lines) == len(ctl.decisions) >= 3
+    assert [json.loads(line) for line in lines] == ctl.decisions
+    assert any('"mean_bsld": null' in line for line in lines)
