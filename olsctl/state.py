@@ -38,7 +38,7 @@ class SimState:
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
         "held", "started", "checker", "power", "cache", "finishes", "wake", "budget", "pass_due",
-        "limit", "start_order",
+        "limit", "start_order", "_copies",
     )
 
     def __init__(
@@ -95,6 +95,8 @@ class SimState:
         #: something happened since the last pass that may change what a pass does (a
         #: job arrived or ended, a setting changed): this instant needs its pass
         self.pass_due = False
+        # numpy copies of the job columns, for snapshots (see :meth:`_columns`)
+        self._copies: tuple[np.ndarray, ...] | None = None
 
     # -- changes made by drivers -------------------------------------------------------
     def arrive(self, idx: int) -> None:
@@ -251,11 +253,7 @@ class SimState:
         """Frozen copy of the jobs still in the system (running, then waiting in order)."""
         running = [j for _, j in self.running]
         idx = running + list(self.queue)
-        pick = itemgetter(*idx) if len(idx) > 1 else (lambda values: [values[j] for j in idx])
-
-        def col(values: list, dtype: type) -> np.ndarray:
-            # only the jobs in the system: the cost follows them, not the workload
-            return np.asarray(pick(values), dtype=dtype)
+        job_id, submit_s, procs, estimate_s, runtime_s = self._columns(idx)
 
         # (made without the frozen dataclass's ``__init__``, which sets each of the 16
         # fields through ``object.__setattr__``: every controller tick takes a snapshot)
@@ -265,11 +263,11 @@ class SimState:
             total_procs=self.total_procs,
             active_procs=self.active_procs,
             n_running=len(self.running),
-            job_id=col(self.job_id, np.int64),
-            submit_s=col(self.submit_s, float),
-            procs=col(self.procs, np.int64),
-            estimate_s=col(self.estimate_s, float),
-            runtime_s=col(self.runtime_s, float),
+            job_id=job_id,
+            submit_s=submit_s,
+            procs=procs,
+            estimate_s=estimate_s,
+            runtime_s=runtime_s,
             start_s=np.asarray([self.start_s[j] for j in running]
                                + [np.nan] * len(self.queue), dtype=float),
             running_alloc=tuple(self.alloc.get(j) for j in running) if self.alloc else
@@ -281,6 +279,32 @@ class SimState:
             limit=None if self.limit is None else self.limit.subset(idx),
         )
         return snap
+
+    def _columns(self, idx: list[int]) -> tuple[np.ndarray, ...]:
+        """job_id, submit_s, procs, estimate_s and runtime_s of jobs ``idx``, as arrays.
+
+        Taken from numpy copies of the whole columns, made at the first snapshot: a
+        job's entries never change once it is in them (jobs are only appended, and a
+        longer column makes new copies), except under a job model that reshapes jobs as
+        they start (RMAP/PARM's ``budget``), whose snapshots pick the jobs from the
+        lists (the cost then follows the jobs in the system, not the workload)."""
+        if self.budget is None:
+            copies = self._copies
+            if copies is None or copies[0].size != len(self.job_id):
+                copies = self._copies = (
+                    np.asarray(self.job_id, dtype=np.int64),
+                    np.asarray(self.submit_s, dtype=float),
+                    np.asarray(self.procs, dtype=np.int64),
+                    np.asarray(self.estimate_s, dtype=float),
+                    np.asarray(self.runtime_s, dtype=float))
+            at = np.array(idx, dtype=np.intp)
+            return tuple(column[at] for column in copies)
+        pick = itemgetter(*idx) if len(idx) > 1 else (lambda values: [values[j] for j in idx])
+        return (np.asarray(pick(self.job_id), dtype=np.int64),
+                np.asarray(pick(self.submit_s), dtype=float),
+                np.asarray(pick(self.procs), dtype=np.int64),
+                np.asarray(pick(self.estimate_s), dtype=float),
+                np.asarray(pick(self.runtime_s), dtype=float))
 
     @classmethod
     def from_snapshot(cls, snap: "Snapshot", checker: Checker = NULL_CHECKER) -> "SimState":

@@ -185,3 +185,37 @@ def test_a_snapshot_sets_every_field_by_hand():
     assert snap.running_alloc == (None,) and snap.wake == (60.0, 8) and snap.pass_due is False
     assert (snap.power, snap.budget, snap.limit) == (None, None, None)
     assert snap.n_waiting == 2
+
+
+def test_a_snapshot_follows_jobs_appended_and_jobs_a_job_model_reshapes():
+    """Snapshots read the job columns from copies made once; a job appended later (as
+    what-ifs add arrivals) is in the next snapshot, and under a job model that reshapes
+    jobs as they start (RMAP/PARM's budget) the snapshot reads the changed lists."""
+    from olsctl.state import SimState
+
+    st = SimState(8, [10, 11], [0.0, 1.0], [4, 8], [100.0, 50.0], [90.0, 40.0])
+    st.queue = [0, 1]
+    first = st.snapshot()
+    assert first.job_id.tolist() == [10, 11]
+    for column, value in ((st.job_id, 12), (st.submit_s, 2.0), (st.procs, 2),
+                          (st.estimate_s, 20.0), (st.runtime_s, 10.0),
+                          (st.start_s, float("nan"))):
+        column.append(value)
+    st.queue = [0, 2, 1]
+    snap = st.snapshot()
+    assert snap.job_id.tolist() == [10, 12, 11] and snap.procs.tolist() == [4, 2, 8]
+    assert snap.estimate_s.tolist() == [100.0, 20.0, 50.0]
+    class JobModel:  # (any job model: its jobs change as they start)
+        def subset(self, rows):
+            return list(rows)
+
+    st.budget = JobModel()
+    st.now_s = 3.0
+    st.procs[2], st.estimate_s[2], st.runtime_s[2] = 4, 10.0, 5.0
+    st.start(2)
+    st.queue = [0, 1]
+    snap = st.snapshot()
+    assert snap.job_id.tolist() == [12, 10, 11] and snap.procs.tolist() == [4, 4, 8]
+    assert snap.estimate_s.tolist() == [10.0, 100.0, 50.0]
+    assert snap.runtime_s.tolist() == [5.0, 90.0, 40.0]
+    assert snap.submit_s.tolist() == [2.0, 0.0, 1.0] and snap.budget == [2, 0, 1]
