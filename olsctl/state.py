@@ -298,7 +298,8 @@ class SimState:
                     np.asarray(self.estimate_s, dtype=float),
                     np.asarray(self.runtime_s, dtype=float))
             at = np.array(idx, dtype=np.intp)
-            return tuple(column[at] for column in copies)
+            job_id, submit_s, procs, estimate_s, runtime_s = copies
+            return job_id[at], submit_s[at], procs[at], estimate_s[at], runtime_s[at]
         pick = itemgetter(*idx) if len(idx) > 1 else (lambda values: [values[j] for j in idx])
         return (np.asarray(pick(self.job_id), dtype=np.int64),
                 np.asarray(pick(self.submit_s), dtype=float),

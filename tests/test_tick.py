@@ -90,3 +90,32 @@ def test_the_decision_log_is_one_json_dumps_line_per_tick():
     assert len(lines) == len(ctl.decisions) >= 3
     assert [json.loads(line) for line in lines] == ctl.decisions
     assert any('"mean_bsld": null' in line for line in lines)
+
+
+def test_a_run_collects_cycles_less_often_and_restores_the_thresholds(monkeypatch, tmp_path):
+    """While a run simulates, the cycle collector's thresholds are the run's; after it
+    (also after an error) the ones in force before."""
+    import gc
+
+    from olsctl import runner
+
+    before = gc.get_threshold()
+    seen = []
+    with runner.fewer_collections():
+        seen.append(gc.get_threshold())
+    assert seen == [runner.RUN_GC_THRESHOLDS] and gc.get_threshold() == before
+    try:
+        with runner.fewer_collections():
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert gc.get_threshold() == before
+
+    def spy_run(self):  # the main simulator's run, as execute calls it
+        seen.append(gc.get_threshold())
+        return original(self)
+
+    original = runner.MainSimulator.run
+    monkeypatch.setattr(runner.MainSimulator, "run", spy_run)
+    assert main(["run", "--trace", "KTH-SP2", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert seen[-1] == runner.RUN_GC_THRESHOLDS and gc.get_threshold() == before
