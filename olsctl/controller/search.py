@@ -171,8 +171,7 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
     trials = list(trials)
     first = True
     while True:
-        best = min((t.metric(metric) for t in trials if t.complete), default=INF)
-        open_ = [i for i, t in enumerate(trials) if not t.complete and t.metric(metric) <= best]
+        best, open_ = _open(trials, metric)
         if not open_:
             return trials
         if first:  # all in one compiled call, when the what-ifs allow it
@@ -187,6 +186,19 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
         trials[i] = ctx.dispatcher.go_on(ctx.task, trials[i].candidate, stop, ctx.waiting)
         if trials[i].error is not None:
             raise RuntimeError(trials[i].error)
+
+
+def _open(trials: Sequence[Trial], metric: str) -> tuple[float, list[int]]:
+    """The best complete trial's ``metric``, and the trials cut short that could still
+    be the closest (their bound is no worse)."""
+    best = min((t.metric(metric) for t in trials if t.complete), default=INF)
+    return best, [i for i, t in enumerate(trials)
+                  if not t.complete and t.metric(metric) <= best]
+
+
+def settled(trials: Sequence[Trial], metric: str) -> bool:
+    """Whether :func:`_complete_closest` has nothing to finish in ``trials``."""
+    return not _open(trials, metric)[1]
 
 
 def _bigger_first(c: Candidate) -> tuple:

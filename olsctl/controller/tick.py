@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from olsctl.backends import BackendDown
 from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.scoring import INF, Candidate, Trial, WhatIfTask, what_if_batch
-from olsctl.controller.search import STRATEGIES, SearchContext, _complete_closest, choose
+from olsctl.controller.search import (STRATEGIES, SearchContext, _complete_closest, choose,
+                                      settled)
 from olsctl.controller.settings import ControllerSettings
 from olsctl.policies import make_policy
 from olsctl.state import Snapshot
@@ -195,7 +196,10 @@ class Controller:
     def _complete_closest(self, task: WhatIfTask, trials: list[Trial],
                           waiting: int) -> list[Trial]:
         """``trials`` with the closest to the SLA finished (see
-        :func:`olsctl.controller.search._complete_closest`)."""
+        :func:`olsctl.controller.search._complete_closest`); ``trials`` itself when
+        nothing is left to finish (as a compiled batch leaves them)."""
+        if settled(trials, self.settings.sla_metric):
+            return trials
         cands = [t.candidate for t in trials]
         return _complete_closest(self._context(task, cands, waiting), trials)
 
