@@ -393,7 +393,8 @@ def _cutting_limit(data, task: WhatIfTask, cand: Candidate, metric: str):
     return limit, bounds
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          derandomize=True)
 @given(st.data())
 def _a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
     # Random small workloads, a snapshot at a random time, random candidates and SLAs:
@@ -422,7 +423,7 @@ def _a_what_if_cut_short_surely_misses_and_bounds_the_full_metric(data):
 
 def test_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric():
     run_counted(_a_what_if_cut_short_surely_misses_and_bounds_the_full_metric,
-                cut_short=0.1, complete=0.1)  # observed 16% to 84% each
+                cut_short=0.1, complete=0.1)  # (derandomized: 36% and 64%)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
