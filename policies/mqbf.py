@@ -231,18 +231,17 @@ class MultiQueueBackfill(PolicyBase):
         cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
         if cached is not None:
             finishes, active, qlen, last, busy_queues, running, resources = cached
-            # (a partition holding more than it owns, after the active count was lowered:
-            # the idle processors, not the partitions, may then have kept a pivot from
-            # starting at its reservation, which a new pass would move; no reuse)
             if (active == state.active_procs and len(queue) >= qlen
-                    and (qlen == 0 or queue[qlen - 1] == last) and resources._bounded):
+                    and (qlen == 0 or queue[qlen - 1] == last)):
                 if finishes == state.finishes:
-                    return self._arrivals_pass(state, key, queue_of, qlen, busy_queues,
-                                               resources)
-                redo = resources.advance(running, state.finishes - finishes)
-                if redo is not None:
-                    return self._ends_pass(state, key, queue_of, qlen, busy_queues,
-                                           resources, redo)
+                    if resources.carry():
+                        return self._arrivals_pass(state, key, queue_of, qlen,
+                                                   busy_queues, resources)
+                else:
+                    redo = resources.advance(running, state.finishes - finishes)
+                    if redo is not None:
+                        return self._ends_pass(state, key, queue_of, qlen, busy_queues,
+                                               resources, redo)
         procs = state.procs
         if min(map(procs.__getitem__, queue)) > state.active_procs - state.busy_procs:
             state.cache.pop(key, None)
@@ -271,8 +270,6 @@ class MultiQueueBackfill(PolicyBase):
                        busy_queues: set, resources: PartitionProfiles) -> PartitionProfiles:
         """The pass of an arrivals-only instant (see :meth:`backfill`)."""
         new = state.queue[qlen:]
-        if resources.times is not None:  # the profile is flat from the last pass to now
-            resources.times[0] = resources.base_times[0] = state.now_s
         groups: dict[int, list[int]] = {}
         by_head: list[list[int]] = []  # queues that were empty: their heads are new
         for j in new:

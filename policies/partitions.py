@@ -109,6 +109,19 @@ class PartitionProfiles:
                     positive += f
         self.free = positive if positive < self.idle else self.idle
 
+    def carry(self) -> bool:
+        """Carry this pass's profiles to now, when only jobs arrived since (nothing ended,
+        the active count the same): every profile is flat from the last pass's instant
+        to now, so only the first segment moves. False, changing nothing, while a
+        partition holds more than it owns (after the active count was lowered): the
+        idle processors, not the partitions, may then have kept a pivot from starting
+        at its reservation, which a new pass would move later (as :meth:`advance`)."""
+        if not self._bounded:
+            return False
+        if self.times is not None:
+            self.times[0] = self.base_times[0] = self.state.now_s
+        return True
+
     def advance(self, running: list[tuple[float, int]], finished: int) -> list[int] | None:
         """Carry this pass's profiles to now, if the ``finished`` jobs that ended since
         were exactly those of ``running`` (the running jobs after this pass) expected to
