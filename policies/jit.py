@@ -80,6 +80,7 @@ def _load_kernel_modules() -> None:
     """Import every module that defines kernels, so that all are registered."""
     import olsctl.policies.forward  # noqa: F401
     import olsctl.policies.kernels  # noqa: F401
+    import olsctl.policies.mqbf_kernels  # noqa: F401
 
 
 def compile_kernels() -> float:

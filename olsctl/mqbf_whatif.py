@@ -1,0 +1,180 @@
+"""MQBF what-ifs run by the compiled loop :func:`olsctl.policies.mqbf_kernels.mqbf_forward`.
+
+:class:`MqbfTemplate` turns a snapshot and an MQBF policy into the loop's arrays, once;
+:class:`MqbfRun` is one what-if from copies of them under a machine setting (active
+processors, a wake under way); :func:`mqbf_whatif` runs one to its end and returns a
+:class:`olsctl.whatif.WhatIfResult`, as :func:`olsctl.whatif.run_whatif` does for a
+what-if run by the policy's Python pass. For snapshots with nothing but processors (no
+power, limit or budget) and no arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies import forward as fw
+from olsctl.policies import kernels
+from olsctl.policies.jit import compiled
+from olsctl.policies.mqbf import MultiQueueBackfill
+from olsctl.state import Snapshot
+from olsctl.whatif import WhatIfResult
+
+INF = math.inf
+
+
+def integer_weights(policy: MultiQueueBackfill) -> np.ndarray:
+    """The policy's partition shares as integers in the same proportions (the exact
+    fractions the policy splits by, over their common denominator)."""
+    shares = policy.shares if policy.shares is not None else (1,) * policy.queues
+    fractions = [Fraction(str(s)) for s in shares]
+    common = math.lcm(*[f.denominator for f in fractions])
+    return np.array([f.numerator * (common // f.denominator) for f in fractions],
+                    dtype=np.int64)
+
+
+class MqbfTemplate:
+    """A snapshot's MQBF what-if arrays, made once (for ``policy``, the horizon
+    ``until_s`` and the SLA bound ``stop_above = (metric, limit)``, None: never cut
+    short) and copied for each machine setting (:meth:`run`). Jobs are indexed as in
+    the snapshot."""
+
+    #: the arrays a run changes (the others are read only, or scratch of one pass)
+    OWN = ("start", "queue", "alloc", "held", "running", "heap_t", "heap_j", "count",
+           "clock", "seen")
+
+    def __init__(self, snap: Snapshot, policy: MultiQueueBackfill, until_s: float = INF,
+                 stop_above: "tuple[str, float] | None" = None) -> None:
+        if snap.power is not None or snap.limit is not None or snap.budget is not None:
+            raise ValueError("compiled MQBF what-ifs take snapshots with processors only")
+        nr = snap.n_running
+        if any(a is None for a in snap.running_alloc[:nr]):
+            raise ValueError("every running job needs its processors per partition")
+        self.snap = snap
+        self.kernels = k = compiled()
+        self.code = kernels.ORDER_CODES[policy.order]
+        self.borrow = bool(policy.borrow)
+        n = self.n = int(snap.job_id.size)
+        parts = policy.queues
+        self.weights = integer_weights(policy)
+        a = self.arrays = {}
+        a["procs"] = snap.procs.astype(np.int64)
+        a["est"] = snap.estimate_s.astype(float)
+        a["runtime"] = snap.runtime_s.astype(float)
+        a["submit"] = snap.submit_s.astype(float)
+        a["start"] = snap.start_s.astype(float)
+        a["queue_of"] = np.empty(n, dtype=np.int64)
+        k.queue_indices(np.asarray(policy.boundaries_s, dtype=float), a["est"],
+                        a["queue_of"])
+        a["alloc"] = np.zeros((n, parts), dtype=np.int64)
+        for j, held in enumerate(snap.running_alloc[:nr]):
+            a["alloc"][j, :len(held)] = held
+        a["queue"] = np.arange(nr, n, dtype=np.int64)
+        a["held"] = np.zeros(parts, dtype=np.int64)
+        a["running"] = np.zeros((n, 2))
+        a["heap_t"], a["heap_j"] = np.zeros(n), np.zeros(n, dtype=np.int64)
+        segments = n + 2 * parts + 2
+        a["times"] = np.zeros(segments)
+        a["free"] = np.zeros((parts, segments), dtype=np.int64)
+        a["pivot_s"] = np.full(parts, np.nan)
+        a["started"] = np.zeros(n, dtype=np.int64)
+        metric = 0 if stop_above is None or n == 0 else \
+            kernels.BOUND_METRICS.get(stop_above[0], 0)
+        count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
+        count[fw.NQ] = n - nr
+        count[fw.METRIC] = metric
+        clock = a["clock"] = np.zeros(fw.N_TAIL)
+        clock[fw.NOW] = snap.now_s
+        clock[fw.UNTIL] = until_s
+        clock[fw.LIMIT] = stop_above[1] if metric else 0.0
+        a["seen"] = np.zeros(n if metric else 0, dtype=np.bool_)
+        k.mqbf_open(nr, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
+                    a["alloc"], a["held"], a["running"], a["heap_t"], a["heap_j"], count,
+                    clock, a["seen"], BSLD_BOUND_S)
+
+    def run(self, active: int, wake: "tuple[float, int] | None" = None,
+            pass_due: bool | None = None) -> "MqbfRun":
+        """A what-if from copies of the arrays under ``active`` processors, a ``wake``
+        under way ((time, active processors then) or None) and whether the snapshot
+        instant's pass is due (None: the snapshot's own flag)."""
+        arrays = dict(self.arrays)
+        for name in self.OWN:
+            arrays[name] = arrays[name].copy()
+        count, clock = arrays["count"], arrays["clock"]
+        count[fw.ACTIVE] = active
+        count[fw.WAKE_N] = 0 if wake is None else wake[1]
+        count[fw.DUE] = self.snap.pass_due if pass_due is None else pass_due
+        clock[fw.WAKE_T] = INF if wake is None else wake[0]
+        owned = arrays["owned"] = np.empty(len(self.weights), dtype=np.int64)
+        self.kernels.partition_counts(self.weights, int(active), owned)
+        return MqbfRun(self, arrays)
+
+
+class MqbfRun:
+    """An MQBF what-if as the arrays of the compiled loop (:meth:`MqbfTemplate.run`)."""
+
+    def __init__(self, template: MqbfTemplate, arrays: dict) -> None:
+        self.template = template
+        self.arrays = arrays
+        self.start = arrays["start"]
+        self.alloc = arrays["alloc"]
+        self.clock = arrays["clock"]
+        self.count = arrays["count"]
+        t, a = template, arrays
+        self._args = (t.code, t.borrow, t.weights, a["procs"], a["est"], a["runtime"],
+                      a["submit"], a["start"], a["queue_of"], a["queue"], a["alloc"],
+                      a["held"], a["owned"], a["running"], a["heap_t"], a["heap_j"],
+                      a["times"], a["free"], a["pivot_s"], a["started"], a["count"],
+                      a["clock"], a["seen"], BSLD_BOUND_S)
+        self.bound = INF
+
+    @classmethod
+    def of(cls, snap: Snapshot, policy: MultiQueueBackfill, active: int,
+           wake: "tuple[float, int] | None" = None, pass_due: bool | None = None,
+           until_s: float = INF,
+           stop_above: "tuple[str, float] | None" = None) -> "MqbfRun":
+        """One what-if of ``snap`` (see :class:`MqbfTemplate`)."""
+        return MqbfTemplate(snap, policy, until_s, stop_above).run(active, wake, pass_due)
+
+    def forward(self) -> bool:
+        """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
+        cut = self.template.kernels.mqbf_forward(*self._args)
+        self.bound = float(self.clock[fw.VALUE])
+        return bool(cut)
+
+    def go_on(self, limit: float | None) -> None:
+        """Go on under a higher ``limit`` (None: no more cuts)."""
+        if limit is None:
+            self.count[fw.METRIC] = 0
+        else:
+            self.clock[fw.LIMIT] = limit
+
+    def steps(self):
+        """:func:`olsctl.whatif.steps`' generator protocol: yields the bound each time it
+        cuts the run short; ``send`` a higher limit, or None to run to the end."""
+        while self.forward():
+            self.go_on((yield self.bound))
+
+    @property
+    def now_s(self) -> float:
+        return float(self.clock[fw.NOW])
+
+
+def mqbf_whatif(snap: Snapshot, policy: MultiQueueBackfill, active: int | None = None,
+                wake: "tuple[float, int] | None" = None, pass_due: bool | None = None,
+                until_s: float = INF,
+                stop_above: "tuple[str, float] | None" = None) -> WhatIfResult:
+    """Run an MQBF what-if of ``snap`` (see :class:`MqbfRun`; ``active`` None: the
+    snapshot's) until every job has started, nothing more can happen, the horizon, or
+    the first time the SLA bound cuts it short (``stopped_bound``)."""
+    run = MqbfRun.of(snap, policy, snap.active_procs if active is None else active, wake,
+                     pass_due, until_s, stop_above)
+    cut = run.forward()
+    return WhatIfResult(
+        job_id=snap.job_id.astype(np.int64), submit_s=snap.submit_s.astype(float),
+        procs=snap.procs.astype(np.int64), runtime_s=snap.runtime_s.astype(float),
+        start_s=run.start, n_running_at_start=snap.n_running,
+        end_time_s=run.now_s, stopped_bound=run.bound if cut else None)

@@ -1,0 +1,553 @@
+"""MQBF's decisions as plain Python kernels over arrays (see :mod:`olsctl.policies.jit`).
+
+Here belong one multiple-queue backfilling pass (:func:`mqbf_pass`, the rules of
+MQBF.md: queues by estimate boundaries, partitions by largest-remainder shares of the
+active processors, a free-processor profile per partition over future time, Phase A in
+the order of the queue heads, Phase B over the rest, borrowing lowest index first) and
+the what-if loop that runs a snapshot forward with it (:func:`mqbf_forward`, as
+:func:`olsctl.whatif.steps` runs one: completions, then a wake under way, then one pass,
+at each instant). :mod:`olsctl.mqbf_whatif` fills the arrays and reads them back.
+
+Every pass is a full pass: the profiles are built from the running jobs, and each
+pivot's reservation is made when the pivot is made, in pivot order. The functions only
+index numpy arrays and call other kernels, so their compiled copies run them as they are.
+
+Data (n jobs, K partitions): job columns ``procs``, ``est``, ``runtime``, ``submit``,
+``start`` (NaN while waiting) and ``queue_of`` (the job's queue, 0-based), indexed by
+job; ``alloc[j, p]`` the processors running job ``j`` holds from partition ``p`` and
+``held[p]`` their sum over the running jobs; ``running[k] = (expected end, job)`` in
+(end, job) order. A pass's profile is ``times[:m]`` (segment i starts at ``times[i]``,
+the last one is unbounded; ``times[0]`` is now) and ``free[p, i]``, partition p's free
+processors on segment i; ``room`` holds its segment count, the active processors not
+in use and what a job can get now (:data:`SEGMENTS`, :data:`IDLE`, :data:`ROOM`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
+                                     LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
+                                     VALUE, WAKE_N, WAKE_T, heap_pop, heap_push)
+from olsctl.policies.jit import kernel
+from olsctl.policies.kernels import (INF, bound_open, bound_start, bound_value,
+                                     insert_running, missed, ordered_queue,
+                                     remove_running)
+
+#: slots of a pass's ``room`` array: segments in the profile, active processors not in
+#: use, and the most processors any job can get now (the free count of MQBF.md's
+#: TryStart: the positive free counts of the partitions, no more than the idle ones)
+SEGMENTS, IDLE, ROOM = 0, 1, 2
+N_ROOM = 3
+
+
+# -- partitions and queues -------------------------------------------------------------
+
+
+@kernel
+def partition_counts(weights: np.ndarray, total: int, owned: np.ndarray) -> None:
+    """Split ``total`` processors in proportion to the integer ``weights`` into
+    ``owned``: floors, then one more for the largest remainders, ties to the lowest
+    index (:func:`olsctl.policies.partitions.largest_remainder` over exact fractions;
+    the weights are the shares scaled to integers by a common denominator)."""
+    k = len(weights)
+    wsum = 0
+    for p in range(k):
+        wsum += weights[p]
+    rest = np.empty(k, dtype=np.int64)
+    left = total
+    for p in range(k):
+        x = total * weights[p]
+        owned[p] = x // wsum
+        rest[p] = x % wsum
+        left -= owned[p]
+    for _ in range(left):
+        best = -1
+        for p in range(k):
+            if rest[p] >= 0 and (best < 0 or rest[p] > rest[best]):
+                best = p
+        owned[best] += 1
+        rest[best] = -1
+
+
+@kernel
+def queue_indices(bounds: np.ndarray, est: np.ndarray, queue_of: np.ndarray) -> None:
+    """Each job's queue: the smallest k with estimate < ``bounds[k]``, else the last
+    (``bisect_right`` of the estimate in the increasing boundaries, s)."""
+    for j in range(len(est)):
+        q = 0
+        while q < len(bounds) and bounds[q] <= est[j]:
+            q += 1
+        queue_of[j] = q
+
+
+# -- the free-processor profiles of one pass -------------------------------------------
+
+
+@kernel
+def profile_build(now: float, now_free: np.ndarray, running: np.ndarray, n_run: int,
+                  alloc: np.ndarray, times: np.ndarray, free: np.ndarray) -> int:
+    """Fill the profile from the running jobs: now, each partition's ``now_free``; at
+    each distinct expected end, what the jobs ending then hold goes back to its owners.
+    Returns the number of segments."""
+    k = len(now_free)
+    times[0] = now
+    for p in range(k):
+        free[p, 0] = now_free[p]
+    m = 1
+    for r in range(n_run):
+        if r == 0 or running[r, 0] != running[r - 1, 0]:
+            times[m] = running[r, 0]
+            for p in range(k):
+                free[p, m] = free[p, m - 1]
+            m += 1
+        j = np.int64(running[r, 1])
+        for p in range(k):
+            free[p, m - 1] += alloc[j, p]
+    return m
+
+
+@kernel
+def segment_after(times: np.ndarray, m: int, t: float, lo: int) -> int:
+    """The first segment of ``times[lo:m]`` starting at or after ``t`` (``m`` if none):
+    how many segments a window ending at ``t`` covers, counted from 0."""
+    hi = m
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if times[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def profile_split(times: np.ndarray, free: np.ndarray, m: int, t: float) -> tuple:
+    """Make ``t`` (at or after now) a segment start, the new segment a copy of the one
+    ``t`` falls in. Returns (the index of the segment starting at ``t``, the new segment
+    count); the arrays must have room for one more."""
+    i = segment_after(times, m, t, 0)
+    if i < m and times[i] == t:
+        return i, m
+    for s in range(m, i, -1):
+        times[s] = times[s - 1]
+        for p in range(free.shape[0]):
+            free[p, s] = free[p, s - 1]
+    times[i] = t
+    for p in range(free.shape[0]):
+        free[p, i] = free[p, i - 1]
+    return i, m + 1
+
+
+@kernel
+def profile_take(times: np.ndarray, free: np.ndarray, m: int, start: float, end: float,
+                 procs: np.ndarray) -> int:
+    """Take ``procs[p]`` processors of each partition p over [``start``, ``end``), both at
+    or after now; returns the new segment count."""
+    a, m = profile_split(times, free, m, start)
+    b, m = profile_split(times, free, m, end)
+    for p in range(free.shape[0]):
+        n = procs[p]
+        if n:
+            for i in range(a, b):
+                free[p, i] -= n
+    return m
+
+
+@kernel
+def window_mins(free: np.ndarray, lo: int, hi: int, mins: np.ndarray) -> None:
+    """Each partition's least free count over segments [``lo``, ``hi``)."""
+    for p in range(free.shape[0]):
+        least = free[p, lo]
+        for i in range(lo + 1, hi):
+            if free[p, i] < least:
+                least = free[p, i]
+        mins[p] = least
+
+
+@kernel
+def positive_sum(values: np.ndarray) -> int:
+    """The sum of the positive values: what borrowing could gather from them."""
+    total = 0
+    for v in values:
+        if v > 0:
+            total += v
+    return total
+
+
+@kernel
+def room_now(now_free: np.ndarray, idle: int) -> int:
+    """The most processors a job can get now: the partitions' positive free counts, no
+    more than the active processors not in use (a machine shrunk below its busy count
+    starts nothing)."""
+    total = positive_sum(now_free)
+    return total if total < idle else idle
+
+
+@kernel
+def partition_allocation(q: int, w: int, mins: np.ndarray, borrow: bool,
+                         got: np.ndarray) -> bool:
+    """Processors per partition (into ``got``) for a job of width ``w`` from queue ``q``
+    given each partition's least free count over its run: all from its own partition if
+    it has them; else, with ``borrow``, what its own has, then the others', lowest index
+    first. False when it does not fit."""
+    for p in range(len(mins)):
+        got[p] = 0
+    own = mins[q]
+    if own >= w:
+        got[q] = w
+        return True
+    if not borrow:
+        return False
+    need = w
+    if own > 0:
+        got[q] = own
+        need -= own
+    for p in range(len(mins)):
+        m = mins[p]
+        if p != q and m > 0:
+            take = m if m < need else need
+            got[p] = take
+            need -= take
+            if need == 0:
+                return True
+    return False
+
+
+# -- TryStart and TryReserve -------------------------------------------------------------
+
+
+@kernel
+def mqbf_try_start(now: float, q: int, w: int, d: float, borrow: bool, times: np.ndarray,
+                   free: np.ndarray, room: np.ndarray, now_free: np.ndarray,
+                   mins: np.ndarray, got: np.ndarray) -> bool:
+    """TryStart of a job of width ``w``, estimate ``d`` (s), queue ``q``: whether it fits
+    over [now, now + d) without touching a reservation; if so its processors per
+    partition (``got``) are taken from the profile, ``now_free`` and ``room``."""
+    if w > room[ROOM]:
+        return False
+    end = now + d
+    stop = segment_after(times, room[SEGMENTS], end, 0)
+    window_mins(free, 0, stop if stop > 0 else 1, mins)
+    if not partition_allocation(q, w, mins, borrow, got):
+        return False
+    room[SEGMENTS] = profile_take(times, free, room[SEGMENTS], now, end, got)
+    for p in range(len(now_free)):
+        now_free[p] -= got[p]
+    room[IDLE] -= w
+    room[ROOM] = room_now(now_free, room[IDLE])
+    return True
+
+
+@kernel
+def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
+                 free: np.ndarray, room: np.ndarray, mins: np.ndarray,
+                 got: np.ndarray) -> float:
+    """TryReserve of a blocked head (width ``w``, estimate ``d``, queue ``q``): the
+    earliest segment start s at which it fits over [s, s + d), its own partition first
+    at each s, then borrowing; the reservation (``got`` per partition) is taken from the
+    profile. Returns s (inf: it never fits, and nothing is reserved)."""
+    m = room[SEGMENTS]
+    for i in range(m):
+        own_ok = free[q, i] >= w
+        if not own_ok:
+            if not borrow:
+                continue
+            if positive_sum(free[:, i]) < w:
+                continue
+        s = times[i]
+        stop = segment_after(times, m, s + d, i + 1)
+        window_mins(free, i, stop, mins)
+        if own_ok and mins[q] >= w:
+            for p in range(len(got)):
+                got[p] = 0
+            got[q] = w
+            room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
+            return s
+        if borrow and partition_allocation(q, w, mins, borrow, got):
+            room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
+            return s
+    return INF
+
+
+# -- one pass ------------------------------------------------------------------------------
+
+
+@kernel
+def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
+              queue: np.ndarray, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+              queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
+              running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
+              free: np.ndarray, pivot_s: np.ndarray, started: np.ndarray) -> tuple:
+    """One MQBF pass over ``queue`` (the waiting jobs in arrival order) put in order
+    ``code``, with ``owned[p]`` processors in partition p of ``active``, ``busy`` in use.
+
+    Phase A takes the queues in the order of their heads: each starts jobs from its
+    head while they fit, and its first job that does not becomes the queue's pivot with
+    a reservation (its start, or inf, in ``pivot_s[q]``). Phase B tries every other job,
+    all queues merged in order. The jobs started go to ``started`` in start order, with
+    their allocations in ``alloc`` and ``held``, and join ``running``. Returns (jobs
+    started, running jobs). A pass in which no waiting job is narrow enough for the idle
+    processors changes nothing."""
+    k = len(owned)
+    nq = len(queue)
+    for q in range(k):
+        pivot_s[q] = np.nan
+    idle = active - busy
+    if idle <= 0 or nq == 0:
+        return 0, n_run
+    narrowest = procs[queue[0]]
+    for i in range(1, nq):
+        if procs[queue[i]] < narrowest:
+            narrowest = procs[queue[i]]
+    if narrowest > idle:
+        return 0, n_run
+    ordered = ordered_queue(code, now, queue, procs, est, submit)
+    # each queue's positions in ``ordered`` (``grouped[first[q]:first[q + 1]]``), and
+    # the queues in the order of their heads
+    first = np.zeros(k + 1, dtype=np.int64)
+    for i in range(nq):
+        first[queue_of[ordered[i]] + 1] += 1
+    for q in range(k):
+        first[q + 1] += first[q]
+    fill = first[:k].copy()
+    grouped = np.empty(nq, dtype=np.int64)
+    heads = np.empty(k, dtype=np.int64)
+    n_heads = 0
+    for i in range(nq):
+        q = queue_of[ordered[i]]
+        if fill[q] == first[q]:
+            heads[n_heads] = q
+            n_heads += 1
+        grouped[fill[q]] = i
+        fill[q] += 1
+    # the profile
+    now_free = np.empty(k, dtype=np.int64)
+    for p in range(k):
+        now_free[p] = owned[p] - held[p]
+    room = np.empty(N_ROOM, dtype=np.int64)
+    room[IDLE] = idle
+    room[ROOM] = room_now(now_free, idle)
+    room[SEGMENTS] = profile_build(now, now_free, running, n_run, alloc, times, free)
+    mins = np.empty(k, dtype=np.int64)
+    got = np.empty(k, dtype=np.int64)
+    done = np.zeros(nq, dtype=np.bool_)  # Phase A's jobs, by position: started or pivots
+    ns = 0
+    # Phase A
+    for h in range(n_heads):
+        q = heads[h]
+        g = first[q]
+        while g < first[q + 1]:
+            j = ordered[grouped[g]]
+            if not mqbf_try_start(now, q, procs[j], est[j], borrow, times, free, room,
+                                  now_free, mins, got):
+                break
+            started[ns] = j
+            ns += 1
+            done[grouped[g]] = True
+            n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
+            g += 1
+        if g < first[q + 1]:
+            done[grouped[g]] = True
+            j = ordered[grouped[g]]
+            pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
+                                      got)
+    # Phase B
+    for i in range(nq):
+        if room[ROOM] <= 0:
+            break
+        j = ordered[i]
+        if done[i] or procs[j] > room[ROOM]:
+            continue
+        if mqbf_try_start(now, queue_of[j], procs[j], est[j], borrow, times, free, room,
+                          now_free, mins, got):
+            started[ns] = j
+            ns += 1
+            n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
+    return ns, n_run
+
+
+@kernel
+def hold_job(j: int, end: float, got: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+          running: np.ndarray, n_run: int) -> int:
+    """Job ``j`` starts, expected to end at ``end``, holding ``got`` per partition;
+    returns the new count of running jobs."""
+    for p in range(len(got)):
+        alloc[j, p] = got[p]
+        held[p] += got[p]
+    return insert_running(running, n_run, end, j)
+
+
+# -- the what-if loop ----------------------------------------------------------------------
+
+
+@kernel
+def mqbf_open(n_run: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+              submit: np.ndarray, start: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+              running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+              count: np.ndarray, clock: np.ndarray, seen: np.ndarray,
+              bsld_s: float) -> None:
+    """Complete a what-if's arrays once the caller has filled the job columns, the
+    allocations of the running jobs (jobs 0 .. ``n_run`` - 1, started at ``start``),
+    the counters (:data:`olsctl.policies.forward.ACTIVE` and after: active processors,
+    processors of a wake under way, pass due, the SLA metric) and the clock (now, the
+    wake's time, the horizon, the SLA limit): the running jobs in (expected end, job)
+    order, what they hold per partition and in all, the heap of their true ends
+    (start + runtime) and, with a metric, the SLA bound (:func:`bound_open`)."""
+    busy = 0
+    for p in range(len(held)):
+        held[p] = 0
+    n = 0
+    for j in range(n_run):
+        busy += procs[j]
+        for p in range(len(held)):
+            held[p] += alloc[j, p]
+        n = insert_running(running, n, start[j] + est[j], j)
+        heap_push(heap_t, heap_j, j, start[j] + runtime[j], j)
+    count[BUSY] = busy
+    count[NRUN] = n_run
+    count[NHEAP] = n_run
+    count[AT_BOUND] = 0
+    count[FINISHES] = 0
+    if count[METRIC]:
+        run_job = np.empty(n_run, dtype=np.int64)
+        for k in range(n_run):
+            run_job[k] = np.int64(running[k, 1])
+        bound_open(count[METRIC], clock[N_CLOCK:], count[BOUND_COUNTS:], seen, clock[NOW],
+                   run_job, start, submit, runtime, bsld_s)
+
+
+@kernel
+def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+                 est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+                 start: np.ndarray, queue_of: np.ndarray, queue: np.ndarray,
+                 alloc: np.ndarray, held: np.ndarray, owned: np.ndarray,
+                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                 times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray,
+                 started: np.ndarray, count: np.ndarray, clock: np.ndarray,
+                 seen: np.ndarray, bsld_s: float) -> bool:
+    """Run an MQBF what-if forward (arrays set up by :func:`mqbf_open`) as
+    :func:`olsctl.whatif.steps` does: at each instant the completions due (the heap of
+    true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active, the
+    partitions split again by ``weights``), then one pass (:func:`mqbf_pass`) if
+    something happened (``DUE``); until every job has started, nothing more can happen,
+    or the next instant is past ``UNTIL``. ``owned`` must hold the split of ``ACTIVE``.
+    Returns True when the SLA bound cut the run short instead (``VALUE`` holds the
+    bound; called again, it goes on under ``LIMIT``, or with no bound once ``METRIC``
+    is 0). ``queue[:NQ]`` waits in arrival order; the arrays hold the whole run between
+    calls. ``times`` and ``free`` have room for n + 2 K + 2 segments."""
+    acc = clock[N_CLOCK:]
+    cnt = count[BOUND_COUNTS:]
+    now = clock[NOW]
+    wake_t = clock[WAKE_T]
+    until = clock[UNTIL]
+    active = count[ACTIVE]
+    busy = count[BUSY]
+    nq = count[NQ]
+    n_run = count[NRUN]
+    n_heap = count[NHEAP]
+    due = count[DUE]
+    metric = count[METRIC]
+    finishes = count[FINISHES]
+    at_bound = count[AT_BOUND] != 0
+    k = len(owned)
+    cut = False
+    while True:
+        if not at_bound:
+            if due:
+                due = 0
+                ns, n_run = mqbf_pass(code, borrow, now, active, busy, queue[:nq], procs,
+                                      est, submit, queue_of, owned, held, running, n_run,
+                                      alloc, times, free, pivot_s, started)
+                if ns:
+                    for i in range(ns):
+                        j = started[i]
+                        start[j] = now
+                        busy += procs[j]
+                        n_heap = heap_push(heap_t, heap_j, n_heap, now + runtime[j], j)
+                        if metric:
+                            bound_start(metric, acc, cnt, seen, j, now, submit, runtime,
+                                        bsld_s)
+                    kept = 0
+                    for i in range(nq):  # the queue keeps its arrival order
+                        j = queue[i]
+                        if start[j] != start[j]:  # NaN: still waiting
+                            queue[kept] = j
+                            kept += 1
+                    nq = kept
+            if nq == 0:
+                break
+        at_bound = False
+        if metric:
+            value = bound_value(metric, acc, cnt, seen, now, submit)
+            if missed(value, clock[LIMIT]):
+                clock[VALUE] = value
+                at_bound = cut = True
+                break
+        t = heap_t[0] if n_heap else INF
+        if wake_t < t:
+            t = wake_t
+        if t == INF or t > until:
+            break
+        now = t
+        while n_heap and heap_t[0] == now:
+            j = heap_j[0]
+            n_heap = heap_pop(heap_t, heap_j, n_heap)
+            n_run = remove_running(running, n_run, j)
+            busy -= procs[j]
+            for p in range(k):
+                held[p] -= alloc[j, p]
+            finishes += 1
+            due = 1
+        if now == wake_t:
+            active = count[WAKE_N]
+            partition_counts(weights, active, owned)
+            wake_t = INF
+            due = 1
+    clock[NOW] = now
+    clock[WAKE_T] = wake_t
+    count[ACTIVE] = active
+    count[BUSY] = busy
+    count[NQ] = nq
+    count[NRUN] = n_run
+    count[NHEAP] = n_heap
+    count[DUE] = due
+    count[FINISHES] = finishes
+    count[AT_BOUND] = 1 if at_bound else 0
+    return cut
+
+
+def mqbf_warm_up(k) -> None:
+    """Run the kernels ``k`` (:func:`olsctl.policies.jit.compiled`) on a tiny MQBF
+    what-if (two partitions, a job that borrows, a wake): compiles or loads every kernel
+    the loop calls."""
+    from olsctl.policies.forward import N_COUNTS, N_TAIL
+    from olsctl.policies.kernels import MEAN_BSLD
+
+    n, parts = 3, 2
+    procs = np.array([2, 3, 1], dtype=np.int64)
+    est = np.array([10.0, 5.0, 20.0])
+    submit = np.zeros(n)
+    start = np.array([0.0, np.nan, np.nan])
+    alloc = np.zeros((n, parts), dtype=np.int64)
+    alloc[0, 0] = 2
+    weights = np.array([1, 1], dtype=np.int64)
+    owned = np.empty(parts, dtype=np.int64)
+    k.partition_counts(weights, 4, owned)
+    queue_of = np.empty(n, dtype=np.int64)
+    k.queue_indices(np.array([8.0]), est, queue_of)
+    held = np.zeros(parts, dtype=np.int64)
+    running = np.zeros((n, 2))
+    heap_t, heap_j = np.zeros(n), np.zeros(n, dtype=np.int64)
+    count = np.zeros(N_COUNTS, dtype=np.int64)
+    count[ACTIVE], count[NQ], count[WAKE_N], count[DUE], count[METRIC] = 4, 2, 6, 1, MEAN_BSLD
+    clock = np.zeros(N_TAIL)
+    clock[NOW], clock[WAKE_T], clock[UNTIL], clock[LIMIT] = 0.0, 7.0, INF, 1e9
+    seen = np.zeros(n, dtype=np.bool_)
+    k.mqbf_open(1, procs, est, est, submit, start, alloc, held, running, heap_t, heap_j,
+                count, clock, seen, 10.0)
+    segments = n + 2 * parts + 2
+    k.mqbf_forward(0, True, weights, procs, est, est, submit, start, queue_of,
+                   np.array([1, 2, 0], dtype=np.int64), alloc, held, owned, running, heap_t,
+                   heap_j, np.zeros(segments), np.zeros((parts, segments), dtype=np.int64),
+                   np.zeros(parts), np.zeros(n, dtype=np.int64), count, clock, seen, 10.0)
