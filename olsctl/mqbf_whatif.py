@@ -48,11 +48,11 @@ class MqbfTemplate:
 
     def __init__(self, snap: Snapshot, policy: MultiQueueBackfill, until_s: float = INF,
                  stop_above: "tuple[str, float] | None" = None) -> None:
-        if snap.power is not None or snap.limit is not None or snap.budget is not None:
-            raise ValueError("compiled MQBF what-ifs take snapshots with processors only")
+        if not self.fits(snap, policy):
+            raise ValueError("compiled MQBF what-ifs take snapshots with processors only, "
+                             "each running job's processors per partition, and a "
+                             "built-in order")
         nr = snap.n_running
-        if any(a is None for a in snap.running_alloc[:nr]):
-            raise ValueError("every running job needs its processors per partition")
         self.snap = snap
         self.kernels = k = compiled()
         self.code = kernels.ORDER_CODES[policy.order]
@@ -95,6 +95,13 @@ class MqbfTemplate:
                     a["alloc"], a["held"], a["running"], a["heap_t"], a["heap_j"], count,
                     clock, a["seen"], BSLD_BOUND_S)
 
+    @staticmethod
+    def fits(snap: Snapshot, policy: MultiQueueBackfill) -> bool:
+        """Whether a template can stand for this snapshot's what-ifs under ``policy``."""
+        return (snap.power is None and snap.limit is None and snap.budget is None
+                and policy.order in kernels.ORDER_CODES
+                and None not in snap.running_alloc[:snap.n_running])
+
     def run(self, active: int, wake: "tuple[float, int] | None" = None,
             pass_due: bool | None = None) -> "MqbfRun":
         """A what-if from copies of the arrays under ``active`` processors, a ``wake``
@@ -120,6 +127,7 @@ class MqbfRun:
         self.template = template
         self.arrays = arrays
         self.start = arrays["start"]
+        self.queue_of = arrays["queue_of"]
         self.alloc = arrays["alloc"]
         self.clock = arrays["clock"]
         self.count = arrays["count"]
@@ -157,6 +165,14 @@ class MqbfRun:
         cuts the run short; ``send`` a higher limit, or None to run to the end."""
         while self.forward():
             self.go_on((yield self.bound))
+
+    #: the arrays of :meth:`column`'s blocks
+    COLUMNS = {fw.START: "start", fw.SUBMIT: "submit", fw.RUNTIME: "runtime"}
+
+    def column(self, block: int) -> np.ndarray:
+        """A float column of the jobs (``fw.START``, ``fw.SUBMIT`` or ``fw.RUNTIME``), as
+        it stands (as the EASY loop's runs give theirs)."""
+        return self.arrays[self.COLUMNS[block]]
 
     @property
     def now_s(self) -> float:

@@ -24,8 +24,10 @@ from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import forward as fw
 from olsctl.policies import make_policy
 from olsctl.policies.easy import EasyBackfill
+from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.state import SimState, Snapshot
 from olsctl.controller.forecast import power_forecast
+from olsctl.mqbf_whatif import MqbfTemplate
 from olsctl.whatif import EasyTemplate, JobTable, steps
 
 #: metrics an SLA can bound (of the snapshot's jobs in a what-if)
@@ -278,7 +280,7 @@ class WhatIfRun:
 
     def __init__(self, task: WhatIfTask, candidate: Candidate) -> None:
         self.task, self.candidate = task, candidate
-        self.steps = None
+        self.steps = self.arrays = None
         snap = task.snapshot
         n = self.n = int(snap.job_id.size)
         active = self.active = int(candidate.active_procs)
@@ -290,13 +292,14 @@ class WhatIfRun:
             return
         self.policy = _policy(candidate.policy_spec(task.policy))
         self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-        self.arrays = None
-        if (type(self.policy) is EasyBackfill and EasyTemplate.fits(snap)
-                and (task.arrivals is None or not len(task.arrivals))):
-            # EASY's compiled loop, from the tick's arrays (no live state)
-            self.arrays = _template(snap, self.until, task.stop_above).run(
-                self.policy.order_code,
-                *setting_of(snap, candidate, task.current, task.wake_latency_s))
+        template = _template(snap, self.policy, self.until, task)
+        if template is not None:
+            # the policy's compiled loop, from the tick's arrays (no live state)
+            setting = setting_of(snap, candidate, task.current, task.wake_latency_s)
+            if type(template) is EasyTemplate:
+                self.arrays = template.run(self.policy.order_code, *setting)
+            else:
+                self.arrays = template.run(*setting)
             self.state = None
             self.steps = self.arrays.steps()
         else:
@@ -371,10 +374,18 @@ class WhatIfRun:
             wait += np.array([stretch_of(state, k) for k in range(n)], dtype=float)
         # olsctl.metrics.job_bsld: 1 + wait / max(runtime, BSLD_BOUND_S), job by job
         b = BSLD_BOUND_S
-        bsld = (1.0 + wait / np.where(runtime > b, runtime, b)).tolist()
+        bsld_array = 1.0 + wait / np.where(runtime > b, runtime, b)
+        bsld = bsld_array.tolist()
         wait = wait.tolist()
         queue_bsld = None
-        if self.policy.n_queues:  # a multi-queue policy: its queues scored apart too
+        if arrays is not None and self.policy.n_queues:  # the compiled MQBF loop's
+            # queues: each queue's bsld summed in job order, as below
+            queue_of = arrays.queue_of
+            sums = np.bincount(queue_of, weights=bsld_array, minlength=self.policy.n_queues)
+            counts = np.bincount(queue_of, minlength=self.policy.n_queues).tolist()
+            queue_bsld = tuple(total / count if count else 1.0
+                               for total, count in zip(sums.tolist(), counts))
+        elif self.policy.n_queues:  # a multi-queue policy: its queues scored apart too
             queue_index = self.policy.queue_index
             sums = [[0.0, 0] for _ in range(self.policy.n_queues)]
             for e, b in zip(state.estimate_s, bsld):
@@ -387,18 +398,35 @@ class WhatIfRun:
                      peak_w, over_cap=over_cap)
 
 
-#: the tick's EASY what-if arrays (:class:`olsctl.whatif.EasyTemplate`), one at a time
+#: the tick's what-if arrays (:class:`olsctl.whatif.EasyTemplate`,
+#: :class:`olsctl.mqbf_whatif.MqbfTemplate`), one at a time
 _TEMPLATE: list = [None, None]
 
 
-def _template(snap: Snapshot, until_s: float,
-              stop_above: "tuple[str, float] | None") -> EasyTemplate:
-    """The template of this snapshot's what-ifs, made once for all the candidates of a
-    tick (or of a batch, in a worker)."""
-    key, got = _TEMPLATE
-    if key is None or key[0] is not snap or key[1:] != (until_s, stop_above):
-        got = EasyTemplate(snap, until_s, stop_above)
-        _TEMPLATE[:] = [(snap, until_s, stop_above), got]
+def _template(snap: Snapshot, policy: Any, until_s: float,
+              task: WhatIfTask) -> "EasyTemplate | MqbfTemplate | None":
+    """The template of this snapshot's what-ifs under ``policy``, made once for all the
+    candidates of a tick (or of a batch, in a worker); None when the policy's compiled
+    loop cannot run them (another policy or order, power, a limit, a budget, arrivals):
+    its Python pass runs them instead."""
+    if task.arrivals is not None and len(task.arrivals):
+        return None
+    kind = type(policy)
+    if kind is EasyBackfill:
+        if not EasyTemplate.fits(snap):
+            return None
+        key = (snap, until_s, task.stop_above)
+    elif kind is MultiQueueBackfill:
+        if not MqbfTemplate.fits(snap, policy):
+            return None
+        key = (snap, until_s, task.stop_above, policy)
+    else:
+        return None
+    old, got = _TEMPLATE
+    if old is None or old[0] is not snap or old[1:] != key[1:]:
+        got = (EasyTemplate(snap, until_s, task.stop_above) if kind is EasyBackfill
+               else MqbfTemplate(snap, policy, until_s, task.stop_above))
+        _TEMPLATE[:] = [key, got]
     return got
 
 
