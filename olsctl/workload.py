@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from olsctl import slurm
 from olsctl.errors import TraceError
-from olsctl.slurm import SacctReader, is_sacct
 from olsctl.swf import SwfHeader, SwfReader
 
 ESTIMATE_MODES = ("exact", "user")
@@ -198,7 +198,8 @@ def load_workload(
     decreasing submit times, duplicate job ids, an unknown machine size, or no jobs.
     """
     path = Path(path)
-    reader = (SacctReader if is_sacct(path) else SwfReader)(path, skip_bad_lines=skip_bad_lines)
+    reader = (slurm.SacctReader if slurm.is_sacct(path) else SwfReader)(
+        path, skip_bad_lines=skip_bad_lines)
     report = LoadReport(source=path.name)
     bulk = _bulk_columns(reader, report)  # a clean SWF file at array speed, else None
     cols: list = [[] for _ in range(8)] if bulk is None else bulk

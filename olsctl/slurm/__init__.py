@@ -40,17 +40,22 @@ Choices, so that each line of the log has one meaning:
 The parts: :mod:`~olsctl.slurm.sacct` (sacct's text: lines, fields, grouping),
 :mod:`~olsctl.slurm.jobs` (one SWF job per Slurm job) and :mod:`~olsctl.slurm.converter`
 (the converter and :class:`SacctReader`). The names other modules use are importable
-from ``olsctl.slurm``.
+from ``olsctl.slurm``, each part imported at the first use of one of its names: reading
+an SWF log asks :func:`is_sacct` only, and loads no more than its part.
 """
 
 from __future__ import annotations
 
-from olsctl.slurm.converter import Conversion, SacctReader, convert, convert_lines
-from olsctl.slurm.jobs import Dropped, SlurmJob, job_record, swf_line
-from olsctl.slurm.sacct import (ACTIVE, NO_LIMIT, NO_TIME, OPTIONAL, REQUIRED, STATUS, UNITS,
-                                JobId, JobLines, SacctRow, group_lines, is_sacct, local_epochs,
-                                parse_duration_s, parse_header, parse_job_id, parse_row,
-                                parse_time_limit_s, state_of, zone_of)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time, imported on use by __getattr__
+    from olsctl.slurm.converter import Conversion, SacctReader, convert, convert_lines
+    from olsctl.slurm.jobs import Dropped, SlurmJob, job_record, swf_line
+    from olsctl.slurm.sacct import (ACTIVE, NO_LIMIT, NO_TIME, OPTIONAL, REQUIRED, STATUS,
+                                    UNITS, JobId, JobLines, SacctRow, group_lines, is_sacct,
+                                    local_epochs, parse_duration_s, parse_header, parse_job_id,
+                                    parse_row, parse_time_limit_s, state_of, zone_of)
 
 __all__ = [
     "ACTIVE", "NO_LIMIT", "NO_TIME", "OPTIONAL", "REQUIRED", "STATUS", "UNITS", "Conversion",
@@ -59,3 +64,20 @@ __all__ = [
     "parse_duration_s", "parse_header", "parse_job_id", "parse_row", "parse_time_limit_s",
     "state_of", "swf_line", "zone_of",
 ]
+
+#: the part (module) of each name in :data:`__all__`
+_PART_OF = {
+    **dict.fromkeys(["Conversion", "SacctReader", "convert", "convert_lines"], "converter"),
+    **dict.fromkeys(["Dropped", "SlurmJob", "job_record", "swf_line"], "jobs"),
+    **dict.fromkeys(["ACTIVE", "NO_LIMIT", "NO_TIME", "OPTIONAL", "REQUIRED", "STATUS", "UNITS",
+                     "JobId", "JobLines", "SacctRow", "group_lines", "is_sacct", "local_epochs",
+                     "parse_duration_s", "parse_header", "parse_job_id", "parse_row",
+                     "parse_time_limit_s", "state_of", "zone_of"], "sacct"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`__all__`, from its part (imported now if not yet)."""
+    if name not in _PART_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"olsctl.slurm.{_PART_OF[name]}"), name)
