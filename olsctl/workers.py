@@ -10,7 +10,6 @@ this process runs what-ifs of its own, which is what a tick's what-ifs take in a
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from typing import Any, Iterator
@@ -68,6 +67,8 @@ class Workers:
         comes before a worker is ready)."""
         if self._procs:
             return
+        import multiprocessing  # (here: a run without workers never loads it)
+
         ctx = multiprocessing.get_context("spawn")
         for _ in range(self.n):
             here, there = ctx.Pipe()
