@@ -185,7 +185,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="best of N runs (default 3; with --ols 1)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
     bench.add_argument("--mqbf", action="store_true",
-                       help="also time the main simulator under MQBF(4) against EASY")
+                       help="also time the main simulator under MQBF(4) against EASY; "
+                            "with --ols, time MQBF(4)/OLS (configs/mqbf-ols.yaml's policy) "
+                            "instead of EASY/OLS")
     bench.add_argument("--knapsack", action="store_true",
                        help="also time it under the window knapsack (w = 20, 62.5%% cap), "
                             "without and with the power limit (throttle)")

@@ -508,14 +508,28 @@ def test_run_set_overrides_any_key_and_bad_ones_exit_2(tmp_path, capsys):
         assert not (tmp_path / "x").exists()
 
 
-def test_bench_ols_reports_both_worker_counts(tmp_path, capsys):
+@pytest.mark.parametrize("policy", ["easy", "mqbf"])
+def test_bench_ols_reports_both_worker_counts(tmp_path, capsys, monkeypatch, policy):
     lines = ["; MaxProcs: 8"] + [f"{j} {200 * j} -1 {600 + 37 * j % 900} {1 + j % 8} -1 -1 "
                                  f"{1 + j % 8} 1500 -1 1 -1 -1 -1 -1 -1 -1 -1" for j in range(1, 60)]
     (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
-    assert main(["bench", str(tmp_path / "t.swf"), "--ols", "--search", "bisect"]) == 0
+    import olsctl.config as config_module
+
+    ran = []  # each benched run's policy (bench_ols builds its config when it runs)
+    build = config_module.build_config
+    monkeypatch.setattr(config_module, "build_config",
+                        lambda raw, **kw: ran.append(raw["policy"]["name"]) or build(raw, **kw))
+    more = ["--mqbf"] if policy == "mqbf" else []
+    assert main(["bench", str(tmp_path / "t.swf"), "--ols", "--search", "bisect", *more]) == 0
     text = capsys.readouterr().out
     line = [x for x in text.splitlines() if x.startswith("t.swf:")][0]
     assert "n_jobs=1" in line and "n_jobs=2" in line and "controller" in line
+    assert ran == [policy, policy] and ("MQBF(4)/OLS" in text) == (policy == "mqbf")
+    for also in ("--feedback", "--congested"):
+        if more:
+            assert main(["bench", str(tmp_path / "t.swf"), "--ols", also, *more]) == 2
+            err = capsys.readouterr().err.strip()
+            assert "--mqbf" in err and len(err.splitlines()) == 1
 
 
 def test_bench_times_the_compared_policies_in_turns_with_easy():

@@ -34,10 +34,16 @@ LAWSON_CONTROLLER = {"interval_s": 3600,
                      "sla": {"metric": "mean_bsld", "max": 200}, "cost": "active_procs"}
 
 
+#: configs/mqbf-ols.yaml's policy (``olsctl bench --ols --mqbf``)
+MQBF_POLICY = {"name": "mqbf", "queues": 4, "boundaries_s": [100, 1000, 10000],
+               "order": "fcfs"}
+
+
 def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "exact",
-              feedback: bool = False) -> OlsRow:
+              feedback: bool = False, policy: dict | None = None) -> OlsRow:
     """Run EASY/OLS on ``trace`` (outputs to a temporary directory), open loop or with SLA
-    feedback (its defaults); wall time of the whole run (parsing included) and the
+    feedback (its defaults), or the same controller over another ``policy`` (a config's
+    ``policy`` mapping; None: EASY); wall time of the whole run (parsing included) and the
     controller's part of it."""
     import tempfile
 
@@ -45,7 +51,8 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
     from olsctl.runner import execute
 
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
-        config = build_config({"trace": trace, "estimates": estimates, "policy": {"name": "easy"},
+        config = build_config({"trace": trace, "estimates": estimates,
+                               "policy": policy or {"name": "easy"},
                                "out": tmp, "controller": {
                                    **LAWSON_CONTROLLER, "n_jobs": n_jobs, "search": search,
                                    "sla": {**LAWSON_CONTROLLER["sla"], "feedback": feedback}}},
@@ -60,14 +67,14 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
 
 
 def bench_ols_turns(trace: str, search: str = "grid", estimates: str = "exact",
-                    repeat: int = 1) -> tuple[OlsRow, OlsRow]:
+                    repeat: int = 1, policy: dict | None = None) -> tuple[OlsRow, OlsRow]:
     """:func:`bench_ols` with ``n_jobs`` 1 and 2, ``repeat`` times in turns (1, 2, 1, 2,
     ...), so that a slow spell of the machine falls on both; for each, the run whose
     controller took least."""
     best: dict[int, OlsRow] = {}
     for _ in range(repeat):
         for n_jobs in (1, 2):
-            row = bench_ols(trace, n_jobs, search, estimates)
+            row = bench_ols(trace, n_jobs, search, estimates, policy=policy)
             if n_jobs not in best or row.controller_s < best[n_jobs].controller_s:
                 best[n_jobs] = row
     return best[1], best[2]

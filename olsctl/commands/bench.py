@@ -45,16 +45,19 @@ def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int
     from rich.table import Table
 
     from olsctl.bench import bench_ols_turns
+    from olsctl.bench.controller import MQBF_POLICY
 
     best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
-    table = Table(title=f"EASY/OLS ({args.search}, {args.estimates} estimates): wall time "
+    policy, name = (MQBF_POLICY, "MQBF(4)/OLS") if args.mqbf else (None, "EASY/OLS")
+    table = Table(title=f"{name} ({args.search}, {args.estimates} estimates): wall time "
                         f"with parsing, and the controller's part{best}")
     for col in ("log", "ticks", "what-ifs", "1 job s", "ctl %", "2 jobs s", "ctl %",
                 "ctl 2/1"):
         table.add_column(col, justify="right")
     total = 0.0
     for path in paths:
-        one, two = bench_ols_turns(str(path), args.search, args.estimates, args.repeat)
+        one, two = bench_ols_turns(str(path), args.search, args.estimates, args.repeat,
+                                   policy)
         total += one.wall_s
         out.print(f"{one.trace}: n_jobs=1 {one.wall_s:.1f} s (controller {one.controller_s:.1f} s, "
                   f"{one.controller_share:.0%}), n_jobs=2 {two.wall_s:.1f} s (controller "
@@ -112,6 +115,9 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         paths.append(make_big_log(Path(big_dir.name)))
     if args.congested and not args.ols:
         raise ConfigError("command line: --congested: only with --ols")
+    if args.ols and args.mqbf and (args.feedback or args.congested):
+        raise ConfigError("command line: --mqbf: with --ols, not with --feedback or "
+                          "--congested (they time EASY/OLS)")
     try:
         if args.ols and args.congested:
             return _bench_congested(args, out)
