@@ -28,12 +28,22 @@ INF = math.inf
 
 def integer_weights(policy: MultiQueueBackfill) -> np.ndarray:
     """The policy's partition shares as integers in the same proportions (the exact
-    fractions the policy splits by, over their common denominator)."""
-    shares = policy.shares if policy.shares is not None else (1,) * policy.queues
-    fractions = [Fraction(str(s)) for s in shares]
-    common = math.lcm(*[f.denominator for f in fractions])
-    return np.array([f.numerator * (common // f.denominator) for f in fractions],
-                    dtype=np.int64)
+    fractions the policy splits by, over their common denominator). Computed once per
+    setting of the shares (shared: not to be written)."""
+    key = (policy.queues, policy.shares)
+    got = _WEIGHTS.get(key)
+    if got is None:
+        shares = policy.shares if policy.shares is not None else (1,) * policy.queues
+        fractions = [Fraction(str(s)) for s in shares]
+        common = math.lcm(*[f.denominator for f in fractions])
+        got = np.array([f.numerator * (common // f.denominator) for f in fractions],
+                       dtype=np.int64)
+        _WEIGHTS[key] = got
+    return got
+
+
+#: :func:`integer_weights` by (queues, shares)
+_WEIGHTS: dict = {}
 
 
 class MqbfTemplate:
@@ -69,9 +79,12 @@ class MqbfTemplate:
         a["queue_of"] = np.empty(n, dtype=np.int64)
         k.queue_indices(np.asarray(policy.boundaries_s, dtype=float), a["est"],
                         a["queue_of"])
-        a["alloc"] = np.zeros((n, parts), dtype=np.int64)
-        for j, held in enumerate(snap.running_alloc[:nr]):
-            a["alloc"][j, :len(held)] = held
+        alloc = a["alloc"] = np.zeros((n, parts), dtype=np.int64)
+        try:  # (every row as wide as the policy's partitions, as usual: at once)
+            alloc[:nr] = snap.running_alloc[:nr]
+        except ValueError:  # rows of another partition count: each where it fits
+            for j, held in enumerate(snap.running_alloc[:nr]):
+                alloc[j, :len(held)] = held
         a["queue"] = np.arange(nr, n, dtype=np.int64)
         a["held"] = np.zeros(parts, dtype=np.int64)
         a["running"] = np.zeros((n, 2))

@@ -435,8 +435,9 @@ _POLICIES: dict[str, Any] = {}
 
 def _policy(spec: dict) -> Any:
     """The policy of ``spec``, built once per process (policies hold settings only)."""
-    try:  # the settings with their types: 1, 1.0 and True stay apart
-        key: Any = tuple((k, type(v), v) for k, v in sorted(spec.items()))
+    try:  # the settings with their types: 1, 1.0 and True stay apart (in lists too)
+        key: Any = tuple((k, type(v), tuple((type(x), x) for x in v) if type(v) is list
+                          else v) for k, v in sorted(spec.items()))
         hash(key)
     except TypeError:  # a list among them
         key = json.dumps(spec, sort_keys=True, default=str)
