@@ -456,3 +456,15 @@ def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, 
             final = got[-1].queue_mean_bsld
             uneven += final is not None and len(set(final)) > 1
     assert compared == 84 and cut > 10 and uneven > 20, (compared, cut, uneven)
+
+
+def test_the_what_if_benchmark_collects_the_controllers_what_ifs_and_compares_them():
+    """``python -m olsctl.bench.mqbf_whatif`` gathers the what-ifs of a real MQBF/OLS run
+    (run by the Python pass there, though the controller would run them compiled) and
+    runs each both ways, which must agree (it asserts so)."""
+    from olsctl.bench import mqbf_whatif as bench
+
+    cases = bench.collect("KTH-SP2", ticks=60)
+    assert len(cases) > 20 and any(c.stop_above for c in cases)
+    python, compiled_rate = bench.bench(cases[:20], turns=1)
+    assert python > 0 and compiled_rate > 0

@@ -89,7 +89,9 @@ def _config(trace: str, out: str):
 def _run_with(trace: str, hook, ticks: int | None = None) -> None:
     """Run ``configs/mqbf-ols.yaml`` on ``trace`` calling ``hook(run, tick)`` after every
     :class:`WhatIfRun` made on the Python path, ``tick`` counting the controller's ticks
-    from 1 (``ticks``: stop after that many)."""
+    from 1 (``ticks``: stop after that many). The controller's what-ifs, which it would
+    run compiled, run by the policy's Python pass here (no template), so that each can be
+    compared with the compiled loop."""
     from olsctl.controller.tick import Controller
     from olsctl.runner import execute
 
@@ -110,7 +112,9 @@ def _run_with(trace: str, hook, ticks: int | None = None) -> None:
         done[0] += 1
         tick(self, sim)
 
+    template = scoring._template
     WhatIfRun.__init__, Controller._tick = watched_init, counted_tick
+    scoring._template = lambda *args: None
     try:
         with tempfile.TemporaryDirectory() as out:
             try:
@@ -119,6 +123,7 @@ def _run_with(trace: str, hook, ticks: int | None = None) -> None:
                 pass
     finally:
         WhatIfRun.__init__, Controller._tick = init, tick
+        scoring._template = template
 
 
 def collect(trace: str, ticks: int | None = None, every: int = 1) -> list[Case]:
