@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.controller import scoring
-from olsctl.controller.scoring import Candidate, WhatIfRun, apply_candidate, setting_of
+from olsctl.controller.scoring import WhatIfRun, setting_of
 from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate
 from olsctl.policies import make_policy
 from olsctl.state import SimState, Snapshot
