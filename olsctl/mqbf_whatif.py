@@ -93,6 +93,7 @@ class MqbfTemplate:
         a["times"] = np.zeros(segments)
         a["free"] = np.zeros((parts, segments), dtype=np.int64)
         a["pivot_s"] = np.full(parts, np.nan)
+        a["pivot_j"] = np.full(parts, -1, dtype=np.int64)
         a["started"] = np.zeros(n, dtype=np.int64)
         metric = 0 if stop_above is None or n == 0 else \
             kernels.BOUND_METRICS.get(stop_above[0], 0)
@@ -148,8 +149,8 @@ class MqbfRun:
         self._args = (t.code, t.borrow, t.weights, a["procs"], a["est"], a["runtime"],
                       a["submit"], a["start"], a["queue_of"], a["queue"], a["alloc"],
                       a["held"], a["owned"], a["running"], a["heap_t"], a["heap_j"],
-                      a["times"], a["free"], a["pivot_s"], a["started"], a["count"],
-                      a["clock"], a["seen"], BSLD_BOUND_S)
+                      a["times"], a["free"], a["pivot_s"], a["pivot_j"], a["started"],
+                      a["count"], a["clock"], a["seen"], BSLD_BOUND_S)
         self.bound = INF
 
     @classmethod

@@ -278,13 +278,15 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
               queue: np.ndarray, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
               queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
               running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
-              free: np.ndarray, pivot_s: np.ndarray, started: np.ndarray) -> tuple:
+              free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+              started: np.ndarray) -> tuple:
     """One MQBF pass over ``queue`` (the waiting jobs in arrival order) put in order
     ``code``, with ``owned[p]`` processors in partition p of ``active``, ``busy`` in use.
 
     Phase A takes the queues in the order of their heads: each starts jobs from its
     head while they fit, and its first job that does not becomes the queue's pivot with
-    a reservation (its start, or inf, in ``pivot_s[q]``). Phase B tries every other job,
+    a reservation (the pivot in ``pivot_j[q]``, its start, or inf, in ``pivot_s[q]``;
+    -1 and NaN for a queue without a pivot). Phase B tries every other job,
     all queues merged in order. The jobs started go to ``started`` in start order, with
     their allocations in ``alloc`` and ``held``, and join ``running``. Returns (jobs
     started, running jobs). A pass in which no waiting job is narrow enough for the idle
@@ -293,6 +295,7 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
     nq = len(queue)
     for q in range(k):
         pivot_s[q] = np.nan
+        pivot_j[q] = -1
     idle = active - busy
     if idle <= 0 or nq == 0:
         return 0, n_run
@@ -350,6 +353,7 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
         if g < first[q + 1]:
             done[grouped[g]] = True
             j = ordered[grouped[g]]
+            pivot_j[q] = j
             pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
                                       got)
     # Phase B
@@ -424,7 +428,8 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                  alloc: np.ndarray, held: np.ndarray, owned: np.ndarray,
                  running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
                  times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray,
-                 started: np.ndarray, count: np.ndarray, clock: np.ndarray,
+                 pivot_j: np.ndarray, started: np.ndarray, count: np.ndarray,
+                 clock: np.ndarray,
                  seen: np.ndarray, bsld_s: float) -> bool:
     """Run an MQBF what-if forward (arrays set up by :func:`mqbf_open`) as
     :func:`olsctl.whatif.steps` does: at each instant the completions due (the heap of
@@ -458,7 +463,7 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                 due = 0
                 ns, n_run = mqbf_pass(code, borrow, now, active, busy, queue[:nq], procs,
                                       est, submit, queue_of, owned, held, running, n_run,
-                                      alloc, times, free, pivot_s, started)
+                                      alloc, times, free, pivot_s, pivot_j, started)
                 if ns:
                     for i in range(ns):
                         j = started[i]
@@ -550,4 +555,5 @@ def mqbf_warm_up(k) -> None:
     k.mqbf_forward(0, True, weights, procs, est, est, submit, start, queue_of,
                    np.array([1, 2, 0], dtype=np.int64), alloc, held, owned, running, heap_t,
                    heap_j, np.zeros(segments), np.zeros((parts, segments), dtype=np.int64),
-                   np.zeros(parts), np.zeros(n, dtype=np.int64), count, clock, seen, 10.0)
+                   np.zeros(parts), np.zeros(parts, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                   count, clock, seen, 10.0)

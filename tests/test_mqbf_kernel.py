@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import trace_path, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.scoring import Candidate, apply_candidate, setting_of
-from olsctl.mqbf_whatif import MqbfRun, integer_weights, mqbf_whatif
+from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
 from olsctl.policies import make_policy
 from olsctl.policies import mqbf_kernels as mk
 from olsctl.policies.jit import compiled
@@ -126,6 +126,29 @@ def test_a_pivot_that_must_borrow(engine):
                      [(1, 0, 6, 50), (2, 0, 2, 300), (3, 0, 4, 150), (4, 0, 1, 10)])
     assert ENGINES[engine](snap, _two_queues(True), 8) == {1: 200.0, 2: 200.0, 3: 0.0,
                                                            4: 150.0}
+
+
+@pytest.mark.parametrize("kernels", ["plain", "compiled"])
+def test_a_pass_reports_each_queues_pivot(kernels):
+    """:func:`test_a_pivot_that_must_borrow`'s pass at t=0, run alone: job 3 (index 3)
+    starts; queue 1's pivot is job 1 (index 1), queue 2's job 2 (index 2), both reserved
+    at 200. With only job 4 waiting, it starts and no queue has a pivot (-1, NaN)."""
+    k = dict(zip(["plain", "compiled"], _kernels()))[kernels]
+    policy = _two_queues(True)
+    for waiting, starts, pivots, reserved in [
+            ([(1, 0, 6, 50), (2, 0, 2, 300), (3, 0, 4, 150), (4, 0, 1, 10)], [3], [1, 2],
+             [200.0, 200.0]),
+            ([(4, 0, 1, 10)], [1], [-1, -1], [np.nan, np.nan])]:
+        snap = _snapshot(0.0, 8, 8, [(9, 0, 4, 200, 0.0, (0, 4))], waiting)
+        a = MqbfTemplate(snap, policy).run(8).arrays
+        ns, n_run = k.mqbf_pass(0, True, 0.0, 8, 4, a["queue"], a["procs"], a["est"],
+                                a["submit"], a["queue_of"], a["owned"], a["held"],
+                                a["running"], 1, a["alloc"], a["times"], a["free"],
+                                a["pivot_s"], a["pivot_j"], a["started"])
+        assert (ns, n_run) == (len(starts), 1 + len(starts))
+        assert a["started"][:ns].tolist() == starts
+        assert a["pivot_j"].tolist() == pivots
+        assert np.array_equal(a["pivot_s"], reserved, equal_nan=True)
 
 
 def _queues_apart():
