@@ -89,15 +89,21 @@ def profile_build(now: float, now_free: np.ndarray, running: np.ndarray, n_run: 
                   alloc: np.ndarray, times: np.ndarray, free: np.ndarray) -> int:
     """Fill the profile from the running jobs: now, each partition's ``now_free``; at
     each distinct expected end, what the jobs ending then hold goes back to its owners.
-    Returns the number of segments."""
+    A job still running at or past its expected end (a power limit stretched it) gives
+    its processors back just after now (the next float), never now. Returns the number
+    of segments."""
     k = len(now_free)
     times[0] = now
     for p in range(k):
         free[p, 0] = now_free[p]
     m = 1
+    soon = np.nextafter(now, INF)
     for r in range(n_run):
-        if r == 0 or running[r, 0] != running[r - 1, 0]:
-            times[m] = running[r, 0]
+        t = running[r, 0]
+        if t <= now:
+            t = soon
+        if m == 1 or t != times[m - 1]:
+            times[m] = t
             for p in range(k):
                 free[p, m] = free[p, m - 1]
             m += 1
