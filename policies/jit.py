@@ -8,8 +8,8 @@ kernels, so a compiled kernel calls compiled kernels. Compiled code is cached ne
 the kernels' source files (numba's ``cache=True``). With ``NUMBA_DISABLE_JIT=1`` the
 "compiled" copies are the same plain functions.
 
-So each rule is written once: the main simulator calls the plain function over its
-lists, the what-if loops call the compiled one over arrays.
+So each rule is written once: the main simulator calls EASY's plain functions over its
+lists and MQBF's compiled pass over arrays; the what-if loops call the compiled ones.
 """
 
 from __future__ import annotations

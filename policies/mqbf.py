@@ -1,11 +1,11 @@
 """Multiple-queue backfilling (Lawson & Smirni; the rules are summarised in the README).
 
 Jobs go to one of K queues by runtime estimate; each queue owns a partition of the
-active processors. A pass is the shared backfilling core (:mod:`.backfill`) over
-:class:`olsctl.policies.partitions.PartitionProfiles` (the fit test and reservations per
-partition); this module holds the policy: its settings, the queues, the shortcut
-that reuses a pass's profiles at instants where jobs only arrived, and the run's record
-of the pivots that started later than a reservation they had held (:class:`PivotRecord`).
+active processors. A pass is the compiled kernel
+:func:`olsctl.policies.mqbf_kernels.mqbf_pass`, the one the controller's what-ifs run
+too; this module holds the policy: its settings, the queues and partitions, the arrays
+a state's passes share (:class:`PassArrays`), and the run's record of the pivots that
+started later than a reservation they had held (:class:`PivotRecord`).
 """
 
 from __future__ import annotations
@@ -14,25 +14,40 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
-from olsctl.policies.backfill import backfill_pass
+import numpy as np
+
 from olsctl.policies.base import PolicyBase
-from olsctl.policies.order import ORDERS, Order
-from olsctl.policies.partitions import PartitionProfiles, largest_remainder
+from olsctl.policies.jit import compiled
+from olsctl.policies.kernels import ORDER_CODES
 
 if TYPE_CHECKING:
     from olsctl.records import RunRecords
     from olsctl.state import SimState
     from olsctl.workload import Workload
 
-__all__ = ["MultiQueueBackfill", "PartitionProfiles", "PivotRecord", "largest_remainder",
-           "ARRIVALS_SHORTCUT", "PIVOTS_KEY", "default_boundaries"]
+__all__ = ["MultiQueueBackfill", "PassArrays", "PivotRecord", "largest_remainder",
+           "PIVOTS_KEY", "default_boundaries"]
+
+INF = math.inf
 
 #: the shortest and longest default boundary, s (Lawson & Smirni's 4 queues: 100, 1000,
 #: 10000 s)
 BOUNDARY_SPAN_S = (100, 10000)
+
+
+def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, ...]:
+    """Split ``total`` in proportion to ``weights``: floors, then one more for the largest
+    remainders (ties to the lowest index)."""
+    wsum = sum(weights)
+    quotas = [total * w / wsum for w in weights]
+    counts = [int(q) for q in quotas]  # quotas are >= 0: int() floors
+    left = total - sum(counts)
+    order = sorted(range(len(weights)), key=lambda p: (-(quotas[p] - counts[p]), p))
+    for p in order[:left]:
+        counts[p] += 1
+    return tuple(counts)
 
 
 def default_boundaries(queues: int) -> list:
@@ -51,11 +66,6 @@ def default_boundaries(queues: int) -> list:
     return whole if all(a < b for a, b in zip(whole, whole[1:])) else exact
 
 
-#: under FCFS, reuse the last pass's profiles at instants where jobs only arrived or the
-#: jobs that ended did so at their expected ends (see MultiQueueBackfill.backfill; off
-#: only to check that it changes nothing)
-ARRIVALS_SHORTCUT = True
-
 #: where a run's :class:`PivotRecord` lives in ``state.cache`` (one per run, whatever the
 #: MQBF settings; put there by ``prepare``, so what-ifs, which report nothing, skip it)
 PIVOTS_KEY = ("mqbf-pivots",)
@@ -67,8 +77,8 @@ class PivotRecord:
     (``pivots``), how many started later than that earliest reservation (``late``) and
     the worst such delay (``max_delay_s``, 0 when none was late).
 
-    A reservation is held when a pass makes it (a pass in which no job can start makes
-    none, as in :func:`olsctl.policies.backfill.backfill_pass`). Times are compared
+    A reservation is held when a pass makes it (a pass in which no job can start, no
+    processor being idle or no waiting job narrow enough, makes none). Times are compared
     exactly: a reservation starts now or at an expected end (start + estimate) of a
     running or reserved job, the very float of the event at which a pivot starting on
     time starts. Snapshots do not carry the record: a what-if keeps none."""
@@ -81,10 +91,11 @@ class PivotRecord:
         self.late = 0
         self.max_delay_s = 0.0
 
-    def note_pass(self, state: "SimState", resources: PartitionProfiles) -> None:
+    def note_pass(self, state: "SimState", reservations: Iterable[tuple[int, float]]) -> None:
         """After a pass that ran: weigh the starts of jobs that held a reservation
         (pivots never start in the pass that makes them), then keep each of this pass's
-        reservations that is its job's earliest (computing any the pass left pending)."""
+        ``reservations`` (pivot job, reserved start in s; inf: it never fits, no
+        reservation) that is its job's earliest."""
         reserved = self.reserved_s
         if reserved and state.started:
             now = state.now_s
@@ -96,18 +107,11 @@ class PivotRecord:
                         self.late += 1
                         if now - held > self.max_delay_s:
                             self.max_delay_s = now - held
-        if resources.pivots:
-            # a pending reservation starts no earlier than its bound: compute them (in
-            # order) up to the last that may be its pivot's earliest
-            upto = 0
-            for i, (j, bound) in enumerate(resources.pending, 1):
+        for j, start_s in reservations:
+            if start_s < INF:
                 held = reserved.get(j)
-                if held is None or bound < held:
-                    upto = i
-            for res in resources.settle(upto):
-                held = reserved.get(res.job)
-                if held is None or res.shadow_s < held:
-                    reserved[res.job] = res.shadow_s
+                if held is None or start_s < held:
+                    reserved[j] = start_s
 
     def report(self) -> dict:
         """The figures ``run_report`` adds to ``summary.json``."""
@@ -127,11 +131,11 @@ class MultiQueueBackfill(PolicyBase):
     shares: tuple | None = None
     borrow: bool = True
     name: str = field(default="mqbf", init=False)
-    _order: Order = field(init=False, repr=False, compare=False)
+    _code: int = field(init=False, repr=False, compare=False)
     _weights: tuple = field(init=False, repr=False, compare=False)
     _owned: dict = field(init=False, repr=False, compare=False, default_factory=dict)
-    _pass_key: tuple = field(init=False, repr=False, compare=False)
-    _queue_key: tuple = field(init=False, repr=False, compare=False)
+    _owned_arrays: dict = field(init=False, repr=False, compare=False, default_factory=dict)
+    _arrays_key: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.queues < 1:
@@ -152,12 +156,10 @@ class MultiQueueBackfill(PolicyBase):
                 raise ValueError(f"shares: must be >= 0 with a positive sum (got {list(self.shares)})")
         weights = (tuple(Fraction(str(s)) for s in self.shares) if self.shares is not None
                    else (Fraction(1),) * self.queues)
-        object.__setattr__(self, "_order", ORDERS[self.order])
+        object.__setattr__(self, "_code", ORDER_CODES[self.order])
         object.__setattr__(self, "_weights", weights)
-        # keys of what this policy keeps in ``state.cache``
-        object.__setattr__(self, "_pass_key",
-                           ("mqbf-pass", self.boundaries_s, self.shares, self.borrow))
-        object.__setattr__(self, "_queue_key", ("mqbf-queue", self.boundaries_s))
+        # the key of what this policy keeps in ``state.cache``
+        object.__setattr__(self, "_arrays_key", ("mqbf-arrays", self.boundaries_s))
 
     @property
     def n_queues(self) -> int:  # type: ignore[override]
@@ -185,11 +187,11 @@ class MultiQueueBackfill(PolicyBase):
         return got
 
     def schedule(self, state: "SimState") -> None:
-        resources = self.backfill(state)
-        if resources is not None:  # (a skipped pass started nothing and reserved nothing)
+        reservations = self.backfill(state)
+        if reservations is not None:  # (a skipped pass started nothing and reserved nothing)
             record = state.cache.get(PIVOTS_KEY)
             if record is not None:
-                record.note_pass(state, resources)
+                record.note_pass(state, reservations)
 
     def prepare(self, state: "SimState", workload: "Workload") -> str | None:
         """Keep a :class:`PivotRecord` on ``state`` for the run (see :meth:`run_report`)."""
@@ -208,173 +210,49 @@ class MultiQueueBackfill(PolicyBase):
             return base
         return {**(base or {}), **record.report()}
 
-    def backfill(self, state: "SimState") -> PartitionProfiles | None:
-        """One pass; returns its resources (reservations: ``.settle()``), or None when
-        the pass was skipped because nothing could start.
-
-        Under FCFS, a pass at an instant where jobs only arrived (nothing ended and the
-        active count did not change since the last pass) can start only the new jobs,
-        and the old pivots keep their reservations: no expected end lies between the two
-        passes, so every partition's free count is flat in between, a waiting job's
-        window [now, now + estimate) only moves later, and the jobs started since then
-        respected those reservations. Such a pass reuses the last pass's profiles and
-        tries the new jobs alone, in the order the full pass would reach them. So does a
-        pass after jobs ended exactly at their expected ends, which also tries the old
-        jobs again (see :meth:`_ends_pass`)."""
-        key = self._pass_key
+    def backfill(self, state: "SimState") -> list[tuple[int, float]] | None:
+        """One pass (:func:`olsctl.policies.mqbf_kernels.mqbf_pass` over the state's
+        arrays): the jobs it starts are started on the state, in start order, each with
+        its processors per partition. Returns the pass's reservations, one per queue with
+        a pivot, as (pivot job, reserved start in s; inf: it never fits), in queue order;
+        None when the pass was skipped because no processor is idle or nothing waits."""
         queue = state.queue
         if state.busy_procs >= state.active_procs or not queue:
-            # nothing can start: the pass would change nothing (the next one may still
-            # reuse the last profiles: it checks what happened since)
-            return None
-        queue_of = self._queues(state)
-        cached = state.cache.get(key) if self.order == "fcfs" and ARRIVALS_SHORTCUT else None
-        if cached is not None:
-            finishes, active, qlen, last, busy_queues, running, resources = cached
-            if (active == state.active_procs and len(queue) >= qlen
-                    and (qlen == 0 or queue[qlen - 1] == last)):
-                if finishes == state.finishes:
-                    if resources.carry():
-                        return self._arrivals_pass(state, key, queue_of, qlen,
-                                                   busy_queues, resources)
-                else:
-                    redo = resources.advance(running, state.finishes - finishes)
-                    if redo is not None:
-                        return self._ends_pass(state, key, queue_of, qlen, busy_queues,
-                                               resources, redo)
-        procs = state.procs
-        if min(map(procs.__getitem__, queue)) > state.active_procs - state.busy_procs:
-            state.cache.pop(key, None)
-            return None  # no waiting job is narrow enough to start: nothing would change
-        groups: list[list[int]] = [[] for _ in range(self.queues)]
-        ordered = self._order(state, queue)
-        add = [group.append for group in groups]
-        for j in ordered:
-            add[queue_of[j]](j)
-        # the queues in the order of their heads
-        by_head = [group for group in groups if group]
-        if len(by_head) > 1:
-            by_head.sort(key=lambda group: ordered.index(group[0]))
-        resources = PartitionProfiles(state, self.owned(state.active_procs), queue_of,
-                                      self.borrow)
-        backfill_pass(state, ordered, resources, by_head)
-        if self.order == "fcfs":
-            waiting = [len(group) for group in groups]
-            for j in state.started:
-                waiting[queue_of[j]] -= 1
-            busy = {q for q, n in enumerate(waiting) if n}
-            self._remember(state, key, busy, resources)
-        return resources
+            return None  # nothing can start: the pass would change nothing
+        a = self._arrays(state)
+        running = state.running
+        n_run = len(running)
+        a.make_room(n_run, len(queue))
+        if n_run:
+            a.running[:n_run] = running
+        held = a.held
+        held[:len(state.held)] = state.held
+        ns, _ = compiled().mqbf_pass(
+            self._code, self.borrow, state.now_s, state.active_procs, state.busy_procs,
+            np.array(queue, dtype=np.int64), a.procs, a.est, a.submit, a.queue_of,
+            self._owned_array(state.active_procs), held, a.running, n_run, a.alloc,
+            a.times, a.free, a.pivot_s, a.pivot_j, a.started)
+        if ns:
+            alloc, start = a.alloc, state.start
+            for j in a.started[:ns].tolist():
+                start(j, tuple(alloc[j].tolist()))
+        return [(j, s) for j, s in zip(a.pivot_j.tolist(), a.pivot_s.tolist()) if j >= 0]
 
-    def _arrivals_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
-                       busy_queues: set, resources: PartitionProfiles) -> PartitionProfiles:
-        """The pass of an arrivals-only instant (see :meth:`backfill`)."""
-        new = state.queue[qlen:]
-        groups: dict[int, list[int]] = {}
-        by_head: list[list[int]] = []  # queues that were empty: their heads are new
-        for j in new:
-            q = queue_of[j]
-            if q in busy_queues:
-                continue  # behind an old pivot: Phase B only
-            group = groups.get(q)
-            if group is None:
-                group = groups[q] = []
-                by_head.append(group)
-            group.append(j)
-        backfill_pass(state, new, resources, by_head)
-        started = state.started
-        if started:
-            gone = set(started)
-            busy = busy_queues.union([queue_of[j] for j in new if j not in gone])
-        else:
-            busy = busy_queues.union([queue_of[j] for j in new])
-        self._remember(state, key, busy, resources)
-        return resources
-
-    def _ends_pass(self, state: "SimState", key: tuple, queue_of: list[int], qlen: int,
-                   busy_queues: set, resources: PartitionProfiles,
-                   redo: list[int]) -> PartitionProfiles:
-        """The pass of an instant where the jobs that ended did so at their expected
-        ends (see :meth:`backfill` and :meth:`PartitionProfiles.advance`): the pivots
-        that keep their reservations cannot start; the queues of the ``redo`` pivots
-        (in their order), then the queues that were empty go through Phase A; then every
-        other job that is not a pivot is tried, the old ones too (what ended may have
-        made room for them)."""
-        queue = state.queue
-        new = queue[qlen:]
-        groups: dict[int, list[int]] = {}
-        by_head: list[list[int]] = []
-        if redo:  # their queues in the order of their heads, every job of each
-            for j in redo:
-                group = groups[queue_of[j]] = []
-                by_head.append(group)
-            for j in queue:
-                group = groups.get(queue_of[j])
-                if group is not None:
-                    group.append(j)
-        for j in new:  # queues that were empty: their heads are new
-            q = queue_of[j]
-            if q in busy_queues:
-                continue
-            group = groups.get(q)
-            if group is None:
-                group = groups[q] = []
-                by_head.append(group)
-            group.append(j)
-        # Phase B passes over the kept pivots too (if every waiting job is one, there
-        # are no new jobs and no redo pivots either: the pass has nothing to try)
-        backfill_pass(state, queue, resources, by_head, skip=set(resources.pivots))
-        started = state.started
-        if redo:
-            gone = set(started)
-            busy = {queue_of[j] for j in queue if j not in gone}
-        elif started:
-            gone = set(started)
-            busy = busy_queues.union([queue_of[j] for j in new if j not in gone])
-        else:
-            busy = busy_queues.union([queue_of[j] for j in new])
-        self._remember(state, key, busy, resources)
-        return resources
-
-    def _remember(self, state: "SimState", key: tuple, busy_queues: set,
-                  resources: PartitionProfiles) -> None:
-        """Keep this pass's profiles for an arrivals-only pass, unless the next full pass
-        would make the reservations in another order: when a queue's head started, its
-        next job became the pivot where the old head stood in Phase A, but a full pass
-        takes the queues in the order of their current heads. ``busy_queues``: the
-        queues with a job still waiting."""
-        queue = state.queue
-        started = state.started
-        last = None
-        if started:
-            gone = set(started)
-            for j in reversed(queue):
-                if j not in gone:
-                    last = j
-                    break
-            pivots = resources.pivots
-            if len(pivots) > 1:  # pivots never start in their pass: all still wait
-                # each pivot must stand after the one before it (each appears once)
-                at = -1
-                for j in pivots:
-                    try:
-                        at = queue.index(j, at + 1)
-                    except ValueError:
-                        state.cache.pop(key, None)
-                        return
-        elif queue:
-            last = queue[-1]
-        state.cache[key] = (state.finishes, state.active_procs, len(queue) - len(started),
-                            last, busy_queues, list(state.running), resources)
-
-    def _queues(self, state: "SimState") -> list[int]:
-        """Every job's queue (0-based), computed once per state from its estimate."""
-        est = state.estimate_s
-        key = self._queue_key
+    def _arrays(self, state: "SimState") -> "PassArrays":
+        """The state's :class:`PassArrays` for these boundaries, made once per state and
+        extended when jobs were appended."""
+        key = self._arrays_key
         got = state.cache.get(key)
-        if got is None or len(got) < len(est):
-            bounds = self.boundaries_s
-            got = state.cache[key] = list(map(partial(bisect_right, bounds), est))
+        if got is None or got.n != len(state.job_id):
+            got = state.cache[key] = PassArrays(state, self.boundaries_s, got)
+        return got
+
+    def _owned_array(self, active_procs: int) -> np.ndarray:
+        """:meth:`owned` as an int64 array (read only)."""
+        got = self._owned_arrays.get(active_procs)
+        if got is None:
+            got = self._owned_arrays[active_procs] = np.array(self.owned(active_procs),
+                                                              dtype=np.int64)
         return got
 
     def check_jobs(self, job_id, procs, estimate_s, active_procs: int) -> str | None:
@@ -395,3 +273,58 @@ class MultiQueueBackfill(PolicyBase):
                 "boundaries_s": list(self.boundaries_s), "order": self.order,
                 "shares": None if self.shares is None else list(self.shares),
                 "borrow": self.borrow}
+
+
+class PassArrays:
+    """What a state's MQBF passes share (boundaries ``boundaries_s``, K queues), as the
+    arrays of :func:`olsctl.policies.mqbf_kernels.mqbf_pass`: the job columns
+    ``procs``, ``est``, ``submit`` and ``queue_of`` (each job's queue, 0-based), copies
+    of the state's lists (a job's entries never change once it is in them: jobs are
+    only appended); ``alloc[j, p]``, the processors job ``j`` took from partition ``p``
+    when it started (the pass writes the rows of the jobs it starts; a running job's
+    row is read while it runs); and scratch for one pass, grown as needed (running
+    jobs, profile segments, started jobs, pivots, held processors)."""
+
+    __slots__ = ("n", "procs", "est", "submit", "queue_of", "alloc", "held", "running",
+                 "times", "free", "started", "pivot_s", "pivot_j")
+
+    def __init__(self, state: "SimState", boundaries_s: tuple,
+                 old: "PassArrays | None" = None) -> None:
+        """Arrays for the state's jobs; the rows of ``alloc`` from ``old`` (the arrays
+        before jobs were appended), else from ``state.alloc`` (the running jobs)."""
+        n = self.n = len(state.job_id)
+        k = len(boundaries_s) + 1
+        self.procs = np.array(state.procs, dtype=np.int64)
+        self.est = np.array(state.estimate_s, dtype=float)
+        self.submit = np.array(state.submit_s, dtype=float)
+        self.queue_of = np.empty(n, dtype=np.int64)
+        compiled().queue_indices(np.array(boundaries_s, dtype=float), self.est,
+                                 self.queue_of)
+        self.alloc = np.zeros((n, k), dtype=np.int64)
+        if old is not None:
+            rows = min(old.n, n)
+            self.alloc[:rows] = old.alloc[:rows]
+        else:
+            for j, held in state.alloc.items():
+                self.alloc[j, :len(held)] = held
+        self.held = np.zeros(k, dtype=np.int64)
+        self.pivot_s = np.empty(k)
+        self.pivot_j = np.empty(k, dtype=np.int64)
+        self.running = np.empty((0, 2))
+        self.started = np.empty(0, dtype=np.int64)
+        self.times = np.empty(0)
+        self.free = np.empty((k, 0), dtype=np.int64)
+
+    def make_room(self, n_run: int, n_waiting: int) -> None:
+        """Scratch for a pass over ``n_waiting`` jobs with ``n_run`` running: every one
+        may start, and the profile has at most a segment per expected end, two per
+        start and per reservation, and now."""
+        if self.running.shape[0] < n_run + n_waiting:
+            self.running = np.empty((2 * (n_run + n_waiting), 2))
+        if self.started.size < n_waiting:
+            self.started = np.empty(2 * n_waiting, dtype=np.int64)
+        segments = n_run + n_waiting + 2 * len(self.held) + 2
+        if self.times.size < segments:
+            self.times = np.empty(2 * segments)
+            self.free = np.empty((len(self.held), 2 * segments), dtype=np.int64)
+        self.held[:] = 0

@@ -48,7 +48,7 @@ N_ROOM = 3
 def partition_counts(weights: np.ndarray, total: int, owned: np.ndarray) -> None:
     """Split ``total`` processors in proportion to the integer ``weights`` into
     ``owned``: floors, then one more for the largest remainders, ties to the lowest
-    index (:func:`olsctl.policies.partitions.largest_remainder` over exact fractions;
+    index (:func:`olsctl.policies.mqbf.largest_remainder` over exact fractions;
     the weights are the shares scaled to integers by a common denominator)."""
     k = len(weights)
     wsum = 0

@@ -1,9 +1,12 @@
 """The compiled MQBF what-if (policies/mqbf_kernels.py, run by olsctl/mqbf_whatif.py): its
 pieces against the policy's own, hand-worked tiny cases, and the start times of the what-if
-run by the policy's Python pass, exactly, on random snapshots and on snapshots of real logs.
+run by the Python what-if engine (:func:`olsctl.whatif.steps` over a live state, whose
+passes call the same compiled pass), exactly, on random snapshots and on snapshots of real
+logs: the compiled loop's events, wakes and SLA bound against the engine's. The pass itself
+is held to an independent Python oracle in test_mqbf_properties.py and test_mqbf_pivots.py.
 
-Every pass of the kernels is a full pass (profiles built from the running jobs, each
-pivot's reservation made with it). Run with the JIT on and with ``NUMBA_DISABLE_JIT=1``.
+Every pass is a full pass (profiles built from the running jobs, each pivot's reservation
+made with it). Run with the JIT on and with ``NUMBA_DISABLE_JIT=1``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from olsctl.controller.scoring import Candidate, apply_candidate, setting_of
 from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
 from olsctl.policies import make_policy
 from olsctl.policies import mqbf_kernels as mk
+from olsctl.policies.mqbf import largest_remainder
 from olsctl.policies.jit import compiled
-from olsctl.policies.partitions import largest_remainder
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import run_whatif, steps
@@ -209,21 +212,17 @@ def test_a_machine_shrunk_below_its_busy_processors(engine):
 
 
 def test_a_fresh_pass_after_the_machine_shrinks():
-    """The kernels' full pass where the main simulator's arrivals-only shortcut
-    (``ARRIVALS_SHORTCUT``) decides otherwise: 12 processors, queues split at 203 s,
-    exact estimates; job 1 (7 procs, 400 s) starts at 60 borrowing 1 of partition 1;
-    the machine shrinks to 10 at 115 (partitions of 5 and 5: partition 2 is over by 1,
-    3 idle); job 2 (9 procs) is reserved at 460; job 4 (4 procs, 200 s, t=140) has
-    partition 1's 4 free but only 3 idle: its reservation is at once, [140, 340); job 6
-    (2 procs, 10 s, t=145) finds partition 1 reserved for job 4 and waits.
+    """12 processors, queues split at 203 s, exact estimates; job 1 (7 procs, 400 s)
+    starts at 60 borrowing 1 of partition 1; the machine shrinks to 10 at 115 (partitions
+    of 5 and 5: partition 2 is over by 1, 3 idle); job 2 (9 procs) is reserved at 460;
+    job 4 (4 procs, 200 s, t=140) has partition 1's 4 free but only 3 idle: its
+    reservation is at once, [140, 340); job 6 (2 procs, 10 s, t=145) finds partition 1
+    reserved for job 4 and waits.
 
-    At 435 job 11 arrives. A full pass rebuilds the reservations: job 4's, made at 435,
+    At 435 job 11 arrives. The pass rebuilds the reservations: job 4's, made at 435,
     would overlap job 2's on partition 1, so it moves to 860, and job 6 starts at once.
-    The shortcut keeps job 4's reservation of [140, 340) and tries only the new job:
-    the main simulator starts job 6 at 860. From its snapshot at 435 the what-if engine
-    (a full pass: what-ifs never take the shortcut) and the kernels agree: 435."""
-    from olsctl.policies import mqbf
-
+    The main simulator, the what-if engine from its snapshot at 435 and the compiled
+    loop agree."""
     w = workload_from_rows([(1, 60, 400, 7), (2, 80, 400, 9), (4, 140, 200, 4),
                             (6, 145, 10, 2), (11, 435, 20, 4)], 12)
     policy = make_policy({"name": "mqbf", "queues": 2, "boundaries_s": [203]})
@@ -231,17 +230,10 @@ def test_a_fresh_pass_after_the_machine_shrinks():
     sim = MainSimulator(w, policy, w.estimate_s("exact"))
     sim.at(115.0, lambda s: s.set_active_procs(10))
     sim.at(435.0, lambda s: snaps.append(s.state.snapshot()))
-    sim.run()
     want = {1: 60.0, 2: 460.0, 4: 860.0, 6: 435.0, 11: 860.0}
+    assert {int(r.job_id): r.start_s for r in sim.run().jobs} == want
     for result in (run_whatif(snaps[0], policy), mqbf_whatif(snaps[0], policy)):
         assert dict(zip(result.job_id.tolist(), result.start_s.tolist())) == want
-    full = MainSimulator(w, policy, w.estimate_s("exact"))
-    full.at(115.0, lambda s: s.set_active_procs(10))
-    saved, mqbf.ARRIVALS_SHORTCUT = mqbf.ARRIVALS_SHORTCUT, False
-    try:
-        assert {int(r.job_id): r.start_s for r in full.run().jobs} == want
-    finally:
-        mqbf.ARRIVALS_SHORTCUT = saved
 
 
 # -- against the Python what-if -----------------------------------------------------------

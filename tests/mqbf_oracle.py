@@ -1,49 +1,67 @@
-"""MQBF's resources: the partitions of the active processors and, for one pass, each
-partition's free processors over future time (:class:`PartitionProfiles`), the fit test
-and the reservations the shared backfilling core (:mod:`.backfill`) drives.
+"""An independent Python MQBF pass, the oracle the tests hold the compiled pass
+(:func:`olsctl.policies.mqbf_kernels.mqbf_pass`) to: the shared backfilling core
+(:func:`olsctl.policies.backfill.backfill_pass`) over :class:`PartitionProfiles`, each
+partition's free processors over future time, the fit test and the reservations.
 
 A job takes processors from its own partition first and, with ``borrow``, idle ones
 from the others (lowest index first), never where a reservation needs them. Each running
 job's allocation, the processors it holds per partition, is kept in ``state.alloc`` (it
-returns to the owners when the job ends). The rules are ../MQBF.md's, summarised in the
-README.
+returns to the owners when the job ends). The rules are MQBF.md's, summarised in the
+README. Every pass is a full pass; reservations are computed when a later start could
+depend on them, in pivot order (``settle()`` computes the rest).
+
+:class:`OracleMqbf` runs it as a policy with an MQBF policy's settings.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from fractions import Fraction
 from itertools import accumulate
 from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
-from olsctl.policies.backfill import INF, Reservation, shadow
+from olsctl.policies.backfill import INF, Reservation, backfill_pass, shadow
+from olsctl.policies.order import ORDERS
 
 if TYPE_CHECKING:
+    from olsctl.policies.mqbf import MultiQueueBackfill
     from olsctl.state import SimState
 
 
-#: within one instant, refuse at once a job at least as wide as one refused whose window
-#: it covers (see PartitionProfiles._refuse; off only to check that it changes nothing)
-REFUSED_SHORTCUT = True
+def oracle_pass(policy: "MultiQueueBackfill", state: "SimState") -> "PartitionProfiles | None":
+    """One MQBF pass under ``policy``'s settings: the jobs it starts are started on the
+    state. Returns its resources (``.settle()``: every reservation, in pivot order), or
+    None when it was skipped: no processor idle, or no waiting job narrow enough."""
+    queue = state.queue
+    if state.busy_procs >= state.active_procs or not queue:
+        return None
+    if min(state.procs[j] for j in queue) > state.active_procs - state.busy_procs:
+        return None
+    queue_of = [policy.queue_index(e) for e in state.estimate_s]
+    ordered = ORDERS[policy.order](state, queue)
+    groups: list[list[int]] = [[] for _ in range(policy.queues)]
+    for j in ordered:
+        groups[queue_of[j]].append(j)
+    by_head = [group for group in groups if group]  # the queues in the order of their heads
+    by_head.sort(key=lambda group: ordered.index(group[0]))
+    resources = PartitionProfiles(state, policy.owned(state.active_procs), queue_of,
+                                  policy.borrow)
+    backfill_pass(state, ordered, resources, by_head)
+    return resources
 
-#: when carrying profiles to a later instant, drop a pending pivot whose reservation
-#: would start now without making it (see PartitionProfiles.advance; off only to check
-#: that it changes nothing)
-DROP_SHORTCUT = True
 
+class OracleMqbf:
+    """A policy whose pass is :func:`oracle_pass` under ``policy``'s settings; keeps the
+    reservations of its last pass (``last``: None when the pass was skipped)."""
 
-def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, ...]:
-    """Split ``total`` in proportion to ``weights``: floors, then one more for the largest
-    remainders (ties to the lowest index)."""
-    wsum = sum(weights)
-    quotas = [total * w / wsum for w in weights]
-    counts = [int(q) for q in quotas]  # quotas are >= 0: int() floors
-    left = total - sum(counts)
-    order = sorted(range(len(weights)), key=lambda p: (-(quotas[p] - counts[p]), p))
-    for p in order[:left]:
-        counts[p] += 1
-    return tuple(counts)
+    name = "mqbf-oracle"
+
+    def __init__(self, policy: "MultiQueueBackfill") -> None:
+        self.policy = policy
+        self.last: PartitionProfiles | None = None
+
+    def schedule(self, state: "SimState") -> None:
+        self.last = oracle_pass(self.policy, state)
 
 
 class PartitionProfiles:
@@ -94,9 +112,6 @@ class PartitionProfiles:
         self.horizon = INF
         self.settled_horizon = INF
         self._bounded = min(self.now_free) >= 0
-        # the jobs refused at instant ``_refused_at``, per lane (see :meth:`_refuse`)
-        self._refused_at: float | None = None
-        self._refused: dict[int, tuple[list[int], list[float]]] = {}
         self._update_free()
 
     def _update_free(self) -> None:
@@ -108,125 +123,6 @@ class PartitionProfiles:
                 if f > 0:
                     positive += f
         self.free = positive if positive < self.idle else self.idle
-
-    def carry(self) -> bool:
-        """Carry this pass's profiles to now, when only jobs arrived since (nothing ended,
-        the active count the same): every profile is flat from the last pass's instant
-        to now, so only the first segment moves. False, changing nothing, while a
-        partition holds more than it owns (after the active count was lowered): the
-        idle processors, not the partitions, may then have kept a pivot from starting
-        at its reservation, which a new pass would move later (as :meth:`advance`)."""
-        if not self._bounded:
-            return False
-        if self.times is not None:
-            self.times[0] = self.base_times[0] = self.state.now_s
-        return True
-
-    def advance(self, running: list[tuple[float, int]], finished: int) -> list[int] | None:
-        """Carry this pass's profiles to now, if the ``finished`` jobs that ended since
-        were exactly those of ``running`` (the running jobs after this pass) expected to
-        end by now, all at their expected end; else None, and nothing is changed.
-
-        Then no expected end lay between the two instants and the profiles from now on
-        are what a new pass would build: only the segments before now are dropped. A
-        reservation from the last pass's instant that starts after now is also the
-        earliest from now, so its pivot cannot start now and keeps it. From the first
-        pivot whose reservation starts now (pending ones that might are computed to
-        see), the pivots and their reservations are dropped, to be made again in queue
-        order: returns them (empty when every pivot keeps its reservation)."""
-        st = self.state
-        now = st.now_s
-        n = bisect_right(running, (now, INF))
-        if (n != finished or not self._bounded or running[0][0] != now
-                or running[n - 1][0] != now or running[n:] != st.running):
-            return None
-        self._refused_at = None  # jobs ended: the profile gave processors back
-        times = self.times
-        if times is not None:
-            i = bisect_right(times, now) - 1
-            if i > 0:
-                del times[:i]
-                for col in self.free_at:
-                    del col[:i]
-            times[0] = now
-            base = self.base_times
-            i = bisect_right(base, now) - 1
-            if i > 0:
-                del base[:i]
-                del self.base_total[:i]
-                for col in self.base_own:
-                    del col[:i]
-            base[0] = now
-            self._window_cache = {}
-        owned, held = self.owned, st.held
-        self.now_free = list(map(sub, owned, held))
-        self.idle = st.active_procs - st.busy_procs
-        self._update_free()
-        # a pending pivot that might start now: compute the reservations up to it. One
-        # whose reservation would start now is the first pivot the rewind drops (the
-        # reservations before it start later): it is dropped without being made
-        while self.pending and self.horizon <= now and self.settled_horizon > now:
-            if DROP_SHORTCUT and self._room_now(self.pending[0][0]):
-                return self._rewind(now, len(self.pivots) - len(self.pending))
-            self._settle_next()
-        if self.settled_horizon > now:
-            return []
-        return self._rewind(now)
-
-    def _room_now(self, j: int) -> bool:
-        """Whether pivot ``j``'s reservation, computed now (:meth:`_reserve_now`), would
-        start now: the first start that computation tries, now's segment, fits. (Making
-        it and dropping it again would only leave a breakpoint where the profile does
-        not change, which decides nothing: windows take the same minima, and a start
-        there is never the first that fits, since the segment before it fits too.)"""
-        if self.times is None:
-            self._build()
-        st = self.state
-        w, d, q = st.procs[j], st.estimate_s[j], self.queue_of[j]
-        borrow = self.borrow
-        # _reserve_now's search begins at now only if the built profile has room now
-        if self.base_own[q][0] < w and not (borrow and self.base_total[0] >= w):
-            return False
-        times, cols = self.times, self.free_at
-        own_col = cols[q]
-        own_ok = own_col[0] >= w
-        if not own_ok:
-            if not borrow:
-                return False
-            total = 0
-            for col in cols:
-                if col[0] > 0:
-                    total += col[0]
-            if total < w:
-                return False
-        stop = bisect_left(times, times[0] + d, 1)
-        if own_ok and min(own_col[:stop]) >= w:
-            return True
-        return borrow and self._allocation(q, w, [min(col[:stop]) for col in cols]) is not None
-
-    def _rewind(self, now: float, first: int | None = None) -> list[int]:
-        """Drop the first pivot whose reservation starts by ``now`` (or pivot ``first``,
-        a pending one whose would) and every pivot after it, with their reservations
-        (pending ones all come after it); return them."""
-        at = {r.job: r.shadow_s for r in self.reservations}
-        pivots = self.pivots
-        if first is None:
-            first = next(i for i, j in enumerate(pivots) if at.get(j, INF) <= now)
-        dropped = pivots[first:]
-        gone = set(dropped)
-        est = self.state.estimate_s
-        kept = []
-        for r in self.reservations:
-            if r.job in gone:
-                s = r.shadow_s
-                self._take(s, s + est[r.job], tuple([-n for n in r.procs]))
-            else:
-                kept.append(r)
-        self.reservations = kept
-        self.pivots = pivots[:first]
-        self.pending = []
-        self.horizon = self.settled_horizon = min([r.shadow_s for r in kept], default=INF)
-        return dropped
 
     # -- profile -----------------------------------------------------------------------
     def _build(self) -> None:
@@ -322,16 +218,6 @@ class PartitionProfiles:
         now = st.now_s
         end = now + st.estimate_s[j]
         q = self.queue_of[j]
-        if now != self._refused_at:
-            self._refused_at = now
-            self._refused = {}
-        lane = 0 if self.borrow else q
-        front = self._refused.get(lane) if REFUSED_SHORTCUT else None
-        if front is not None:
-            ws, ts = front
-            i = bisect_right(ws, w)
-            if i and ts[i - 1] < end:
-                return False  # a job no wider had no room up to then (see _refuse)
         if end <= self.horizon:
             mins = self.now_free
         else:
@@ -342,8 +228,6 @@ class PartitionProfiles:
                 if self.times is not None:
                     mins, room = self._window(end)
                     if (room if self.borrow else mins[q]) < w:
-                        times = self.times
-                        self._refuse(lane, w, times[bisect_left(times, end) - 1])
                         return False
                 if not self.pending or end <= self.horizon:
                     break
@@ -352,11 +236,6 @@ class PartitionProfiles:
                 mins = self.now_free
         alloc = self._allocation(q, w, mins)
         if alloc is None:
-            # (without ``borrow``, also with ``mins`` = ``now_free``: then no later job
-            # of the queue at least as wide can start either, whatever its window)
-            times = self.times
-            t = st.now_s if mins is self.now_free else times[bisect_left(times, end) - 1]
-            self._refuse(lane, w, t)
             return False
         st.start(j, alloc)
         now_free = self.now_free
@@ -367,43 +246,6 @@ class PartitionProfiles:
             self._take(st.now_s, end, alloc)
         self._update_free()
         return True
-
-    def _refuse(self, lane: int, w: int, t: float) -> None:
-        """Note that a job of width ``w`` found no room now over the profile's segments
-        up to the one starting at ``t`` (its window's last), so that :meth:`try_start`
-        refuses at once any later job of this instant at least as wide whose window
-        reaches past ``t`` (with ``borrow`` whatever its queue, ``lane`` 0; without, of
-        the same queue, ``lane`` = the queue).
-
-        The same decision: past the ``free`` test, a job fits iff its window [now, end)
-        has room for it over the profile with every reservation made (pending ones
-        settled): with ``borrow``, iff the positive sum of the partitions' minimum free
-        counts over the window is >= w (:meth:`_allocation` fails exactly when that sum
-        is short, whatever the queue); without, iff its own partition's minimum is >= w.
-        Settling lazily decides the same (see the loop in :meth:`try_start`). A window
-        that ends after ``t`` covers every segment up to ``t`` (later breakpoints only
-        split them), so its minima are no larger; a wider job needs more; and within
-        one instant the profile only goes down (starts, reservations and settling take;
-        only :meth:`advance`, at a later instant, gives back). So the refusal stands.
-        Settling that the skipped call would have done is done by a later call that
-        needs it, with the same result, as for any call that decides before settling
-        everything.
-
-        Kept per lane as a Pareto front: widths ascending, times strictly descending; a
-        job is refused when the widest noted width <= w has its time < its end."""
-        front = self._refused.get(lane)
-        if front is None:
-            self._refused[lane] = ([w], [t])
-            return
-        ws, ts = front
-        # (w, t) is not dominated (try_start checked, and t < end): drop the points it
-        # dominates, those with width >= w and time >= t, a run starting where w goes
-        i = k = bisect_left(ws, w)
-        n = len(ws)
-        while k < n and ts[k] >= t:
-            k += 1
-        ws[i:k] = [w]
-        ts[i:k] = [t]
 
     def _window(self, end: float) -> tuple[list[int], int]:
         """For a run from now to ``end``: each partition's minimum free count, and their
