@@ -154,6 +154,28 @@ def test_a_pass_reports_each_queues_pivot(kernels):
         assert np.array_equal(a["pivot_s"], reserved, equal_nan=True)
 
 
+@pytest.mark.parametrize("kernels", ["plain", "compiled"])
+def test_an_overdue_job_gives_its_processors_back_just_after_now(kernels):
+    """Under a power limit a running job can outlive its expected end. At now = 100, two
+    partitions of 4 with nothing free: job 0 (2 + 1 processors) was expected to end at
+    90, job 1 (2 + 3) at 150. The profile: nothing free at 100; job 0's processors back
+    at the float just after 100 (never now, never before it); job 1's at 150."""
+    k = dict(zip(["plain", "compiled"], _kernels()))[kernels]
+    alloc = np.array([[2, 1], [2, 3]], dtype=np.int64)
+    running = np.array([[90.0, 0.0], [150.0, 1.0]])
+    times, free = np.zeros(6), np.zeros((2, 6), dtype=np.int64)
+    m = k.profile_build(100.0, np.array([0, 0], dtype=np.int64), running, 2, alloc, times,
+                        free)
+    assert m == 3
+    assert times[:3].tolist() == [100.0, np.nextafter(100.0, np.inf), 150.0]
+    assert free[:, :3].tolist() == [[0, 2, 4], [0, 1, 4]]
+    # a job of 2 processors and 30 s in queue 0 cannot start now; reserved just after now
+    mins, got, room = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64), \
+        np.array([m, 0, 0], dtype=np.int64)
+    assert k.mqbf_reserve(0, 2, 30.0, True, times, free, room, mins, got) == \
+        np.nextafter(100.0, np.inf)
+
+
 def _queues_apart():
     """8 processors, partitions of 4 and 4. Job 9 runs on partition 2 (3 procs) until 200.
     Waiting: 1 (queue 2, 4 procs, 300 s), 2 (queue 1, 2 procs, 50 s), 3 (queue 2, 1
