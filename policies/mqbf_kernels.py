@@ -563,3 +563,8 @@ def mqbf_warm_up(k) -> None:
                    heap_j, np.zeros(segments), np.zeros((parts, segments), dtype=np.int64),
                    np.zeros(parts), np.zeros(parts, dtype=np.int64), np.zeros(n, dtype=np.int64),
                    count, clock, seen, 10.0)
+    # one pass called alone, as the main simulator calls it (MultiQueueBackfill.backfill)
+    k.mqbf_pass(0, True, 0.0, 4, 2, np.array([1, 2], dtype=np.int64), procs, est, submit,
+                queue_of, owned, held, running, 1, alloc, np.zeros(segments),
+                np.zeros((parts, segments), dtype=np.int64), np.zeros(parts),
+                np.zeros(parts, dtype=np.int64), np.zeros(n, dtype=np.int64))
