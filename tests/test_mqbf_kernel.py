@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import trace_path, workload_from_rows
+from conftest import REPO_ROOT, trace_path, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.scoring import Candidate, apply_candidate, setting_of
 from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
@@ -501,7 +501,8 @@ def test_the_what_if_benchmark_collects_the_controllers_what_ifs_and_compares_th
     runs each both ways, which must agree (it asserts so)."""
     from olsctl.bench import mqbf_whatif as bench
 
-    cases = bench.collect("KTH-SP2", ticks=60)
+    cases = bench.collect("KTH-SP2", ticks=60,
+                          config=REPO_ROOT / "configs" / "mqbf-ols.yaml")
     assert len(cases) > 20 and any(c.stop_above for c in cases)
     python, compiled_rate = bench.bench(cases[:20], turns=1)
     assert python > 0 and compiled_rate > 0

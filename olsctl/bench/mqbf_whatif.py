@@ -27,6 +27,8 @@ from olsctl.policies import make_policy
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
 
+#: the config run: configs/mqbf-ols.yaml of the source tree (``--config`` names another,
+#: as from an install, where the configs are not beside the package)
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mqbf-ols.yaml"
 INF = math.inf
 
@@ -80,13 +82,13 @@ def same(a: tuple, b: tuple) -> bool:
             and a[2] == b[2])
 
 
-def _config(trace: str, out: str):
+def _config(trace: str, out: str, config: Path = CONFIG):
     from olsctl.config import load_config, with_overrides
 
-    return with_overrides(load_config(CONFIG), {"trace": trace, "out": out})
+    return with_overrides(load_config(config), {"trace": trace, "out": out})
 
 
-def _run_with(trace: str, hook, ticks: int | None = None) -> None:
+def _run_with(trace: str, hook, ticks: int | None = None, config: Path = CONFIG) -> None:
     """Run ``configs/mqbf-ols.yaml`` on ``trace`` calling ``hook(run, tick)`` after every
     :class:`WhatIfRun` made on the Python path, ``tick`` counting the controller's ticks
     from 1 (``ticks``: stop after that many). The controller's what-ifs, which it would
@@ -118,7 +120,7 @@ def _run_with(trace: str, hook, ticks: int | None = None) -> None:
     try:
         with tempfile.TemporaryDirectory() as out:
             try:
-                execute(_config(trace, out))
+                execute(_config(trace, out, config))
             except Enough:
                 pass
     finally:
@@ -126,7 +128,8 @@ def _run_with(trace: str, hook, ticks: int | None = None) -> None:
         scoring._template = template
 
 
-def collect(trace: str, ticks: int | None = None, every: int = 1) -> list[Case]:
+def collect(trace: str, ticks: int | None = None, every: int = 1,
+            config: Path = CONFIG) -> list[Case]:
     """The what-ifs of every ``every``-th controller tick of the run (of the first
     ``ticks``; None: all)."""
     cases: list[Case] = []
@@ -140,11 +143,11 @@ def collect(trace: str, ticks: int | None = None, every: int = 1) -> list[Case]:
         cases.append(Case(task.snapshot, cand.policy_spec(task.policy), active, wake, due,
                           run.until, task.stop_above))
 
-    _run_with(trace, keep, ticks)
+    _run_with(trace, keep, ticks, config)
     return cases
 
 
-def check(trace: str) -> dict:
+def check(trace: str, config: Path = CONFIG) -> dict:
     """Run the whole config on ``trace``; every what-if the controller runs (and each
     one going on after a cut) is also run compiled and must give the same outcome.
     Returns counts: what-ifs, resumed ones, jobs compared."""
@@ -180,7 +183,7 @@ def check(trace: str) -> dict:
 
     WhatIfRun.resume = checked_resume
     try:
-        _run_with(trace, compare)
+        _run_with(trace, compare, config=config)
     finally:
         WhatIfRun.resume = resume
     return counts
@@ -214,16 +217,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10, help="the what-ifs of every n-th tick")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--config", type=Path, default=CONFIG,
+                        help="the MQBF/OLS config to run (default: configs/mqbf-ols.yaml "
+                             "of the source tree)")
     args = parser.parse_args(argv)
     if args.check:
         t0 = time.perf_counter()
-        counts = check(args.trace)
+        counts = check(args.trace, args.config)
         print(f"{args.trace}: {counts['whatifs']} what-ifs ({counts['resumed']} going on "
               f"after a cut, {counts['jobs']} waiting jobs) identical, compiled and Python "
               f"({time.perf_counter() - t0:.1f} s)")
         return 0
     t0 = time.perf_counter()
-    cases = collect(args.trace, args.ticks, args.every)
+    cases = collect(args.trace, args.ticks, args.every, args.config)
     jobs = sum(c.snap.job_id.size for c in cases) / max(1, len(cases))
     print(f"{args.trace}: {len(cases)} what-ifs of every {args.every}th tick, {jobs:.1f} "
           f"jobs each on average (collected in {time.perf_counter() - t0:.1f} s)")
@@ -239,5 +245,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _main() -> int:
+    """:func:`main`, with a known input error (a config or trace that cannot be read) as
+    one line and exit code 2."""
+    import sys
+
+    from olsctl.errors import OlsctlError
+
+    try:
+        return main()
+    except OlsctlError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_main())
