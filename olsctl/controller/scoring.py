@@ -286,7 +286,8 @@ class WhatIfRun:
         active = self.active = int(candidate.active_procs)
         self.cost_parts = known_costs(task, candidate)
         self.metered = snap.power is not None  # a policy meters power
-        too_wide = int((snap.procs[snap.n_running:] > active).sum())
+        too_wide = 0 if active >= _widest_waiting(snap) else \
+            int((snap.procs[snap.n_running:] > active).sum())
         if too_wide:  # they can never start on this machine: no need to simulate
             self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
             return
@@ -396,6 +397,19 @@ class WhatIfRun:
         return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
                      math.fsum(wait) / n, max(wait), cost, queue_bsld, energy, mean_w,
                      peak_w, over_cap=over_cap)
+
+
+#: the last snapshot seen by :func:`_widest_waiting`, and its widest waiting job
+_WIDEST: list = [None, 0]
+
+
+def _widest_waiting(snap: Snapshot) -> int:
+    """The most processors a waiting job of ``snap`` asks for (0: none waits), found once
+    for all the candidates of a tick."""
+    if _WIDEST[0] is not snap:
+        waiting = snap.procs[snap.n_running:]
+        _WIDEST[:] = [snap, int(waiting.max()) if waiting.size else 0]
+    return _WIDEST[1]
 
 
 #: the tick's what-if arrays (:class:`olsctl.whatif.EasyTemplate`,
