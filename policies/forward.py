@@ -172,6 +172,38 @@ def easy_forward(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: 
 
 
 @kernel
+def note_starts(ns: int, started: np.ndarray, now: float, start: np.ndarray,
+                procs: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+                heap_t: np.ndarray, heap_j: np.ndarray, n_heap: int, metric: int,
+                acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray, bsld_s: float) -> tuple:
+    """The ``ns`` jobs a what-if's pass started ``now`` (``started[:ns]``, in start
+    order): their start times, their true ends on the heap and, with an SLA ``metric``,
+    their waits in its bound. Returns (the processors they took, the heap's new size)."""
+    took = 0
+    for i in range(ns):
+        j = started[i]
+        start[j] = now
+        took += procs[j]
+        n_heap = heap_push(heap_t, heap_j, n_heap, now + runtime[j], j)
+        if metric:
+            bound_start(metric, acc, cnt, seen, j, now, submit, runtime, bsld_s)
+    return took, n_heap
+
+
+@kernel
+def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray) -> int:
+    """Keep the jobs of ``queue[:nq]`` not started yet (start NaN) at its front, in
+    their order (the queue keeps its arrival order); returns how many."""
+    kept = 0
+    for i in range(nq):
+        j = queue[i]
+        if start[j] != start[j]:  # NaN: still waiting
+            queue[kept] = j
+            kept += 1
+    return kept
+
+
+@kernel
 def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
@@ -203,21 +235,11 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                 ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq], procs,
                                                est, submit, running, n_run, started)
                 if ns:
-                    for i in range(ns):
-                        j = started[i]
-                        start[j] = now
-                        busy += procs[j]
-                        n_heap = heap_push(heap_t, heap_j, n_heap, now + runtime[j], j)
-                        if metric:
-                            bound_start(metric, acc, cnt, seen, j, now, submit, runtime,
-                                        bsld_s)
-                    kept = 0
-                    for i in range(nq):  # the queue keeps its arrival order
-                        j = queue[i]
-                        if start[j] != start[j]:  # NaN: still waiting
-                            queue[kept] = j
-                            kept += 1
-                    nq = kept
+                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
+                                               submit, heap_t, heap_j, n_heap, metric, acc,
+                                               cnt, seen, bsld_s)
+                    busy += took
+                    nq = still_waiting(queue, nq, start)
             if nq == 0:
                 break
         at_bound = False

@@ -28,9 +28,10 @@ import numpy as np
 
 from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
                                      LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
-                                     VALUE, WAKE_N, WAKE_T, heap_pop, heap_push)
+                                     VALUE, WAKE_N, WAKE_T, heap_pop, heap_push, note_starts,
+                                     still_waiting)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (INF, bound_open, bound_start, bound_value,
+from olsctl.policies.kernels import (INF, bound_open, bound_value,
                                      insert_running, missed, ordered_queue,
                                      remove_running)
 
@@ -471,21 +472,11 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                                       est, submit, queue_of, owned, held, running, n_run,
                                       alloc, times, free, pivot_s, pivot_j, started)
                 if ns:
-                    for i in range(ns):
-                        j = started[i]
-                        start[j] = now
-                        busy += procs[j]
-                        n_heap = heap_push(heap_t, heap_j, n_heap, now + runtime[j], j)
-                        if metric:
-                            bound_start(metric, acc, cnt, seen, j, now, submit, runtime,
-                                        bsld_s)
-                    kept = 0
-                    for i in range(nq):  # the queue keeps its arrival order
-                        j = queue[i]
-                        if start[j] != start[j]:  # NaN: still waiting
-                            queue[kept] = j
-                            kept += 1
-                    nq = kept
+                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
+                                               submit, heap_t, heap_j, n_heap, metric, acc,
+                                               cnt, seen, bsld_s)
+                    busy += took
+                    nq = still_waiting(queue, nq, start)
             if nq == 0:
                 break
         at_bound = False
