@@ -413,7 +413,8 @@ def _widest_waiting(snap: Snapshot) -> int:
 
 
 #: the tick's what-if arrays (:class:`olsctl.whatif.EasyTemplate`,
-#: :class:`olsctl.mqbf_whatif.MqbfTemplate`), one at a time
+#: :class:`olsctl.mqbf_whatif.MqbfTemplate`, or None when its snapshot fits neither), one
+#: at a time, by (snapshot, horizon, SLA bound[, MQBF policy])
 _TEMPLATE: list = [None, None]
 
 
@@ -427,20 +428,21 @@ def _template(snap: Snapshot, policy: Any, until_s: float,
         return None
     kind = type(policy)
     if kind is EasyBackfill:
-        if not EasyTemplate.fits(snap):
-            return None
         key = (snap, until_s, task.stop_above)
     elif kind is MultiQueueBackfill:
-        if not MqbfTemplate.fits(snap, policy):
-            return None
         key = (snap, until_s, task.stop_above, policy)
     else:
         return None
     old, got = _TEMPLATE
-    if old is None or old[0] is not snap or old[1:] != key[1:]:
-        got = (EasyTemplate(snap, until_s, task.stop_above) if kind is EasyBackfill
-               else MqbfTemplate(snap, policy, until_s, task.stop_above))
-        _TEMPLATE[:] = [key, got]
+    if old is not None and old[0] is snap and old[1:] == key[1:]:
+        return got  # (a template, or None when the snapshot does not fit one)
+    if kind is EasyBackfill:
+        got = EasyTemplate(snap, until_s, task.stop_above) if EasyTemplate.fits(snap) \
+            else None
+    else:
+        got = MqbfTemplate(snap, policy, until_s, task.stop_above) \
+            if MqbfTemplate.fits(snap, policy) else None
+    _TEMPLATE[:] = [key, got]
     return got
 
 
