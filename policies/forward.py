@@ -204,6 +204,25 @@ def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray) -> int:
 
 
 @kernel
+def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
+                now: float, submit: np.ndarray, clock: np.ndarray, heap_t: np.ndarray,
+                n_heap: int, wake_t: float, until: float) -> float:
+    """What follows an instant's pass in a what-if loop: NaN when, with an SLA
+    ``metric``, its bound shows the run surely misses ``clock[LIMIT]`` (the bound goes to
+    ``clock[VALUE]``: the run is cut short); else the next instant, the earlier of the
+    next true end and a wake under way (INF: none, or past ``until``)."""
+    if metric:
+        value = bound_value(metric, acc, cnt, seen, now, submit)
+        if missed(value, clock[LIMIT]):
+            clock[VALUE] = value
+            return np.nan
+    t = heap_t[0] if n_heap else INF
+    if wake_t < t:
+        t = wake_t
+    return INF if t > until else t
+
+
+@kernel
 def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
@@ -243,16 +262,12 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
             if nq == 0:
                 break
         at_bound = False
-        if metric:
-            value = bound_value(metric, acc, cnt, seen, now, submit)
-            if missed(value, clock[LIMIT]):
-                clock[VALUE] = value
-                at_bound = cut = True
-                break
-        t = heap_t[0] if n_heap else INF
-        if wake_t < t:
-            t = wake_t
-        if t == INF or t > until:
+        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
+                        until)
+        if t != t:  # NaN: the SLA bound cut the run short
+            at_bound = cut = True
+            break
+        if t == INF:
             break
         now = t
         while n_heap and heap_t[0] == now:

@@ -28,11 +28,10 @@ import numpy as np
 
 from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
                                      LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
-                                     VALUE, WAKE_N, WAKE_T, heap_pop, heap_push, note_starts,
-                                     still_waiting)
+                                     WAKE_N, WAKE_T, cut_or_next, heap_pop, heap_push,
+                                     note_starts, still_waiting)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (INF, bound_open, bound_value,
-                                     insert_running, missed, ordered_queue,
+from olsctl.policies.kernels import (INF, bound_open, insert_running, ordered_queue,
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
@@ -480,16 +479,12 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
             if nq == 0:
                 break
         at_bound = False
-        if metric:
-            value = bound_value(metric, acc, cnt, seen, now, submit)
-            if missed(value, clock[LIMIT]):
-                clock[VALUE] = value
-                at_bound = cut = True
-                break
-        t = heap_t[0] if n_heap else INF
-        if wake_t < t:
-            t = wake_t
-        if t == INF or t > until:
+        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
+                        until)
+        if t != t:  # NaN: the SLA bound cut the run short
+            at_bound = cut = True
+            break
+        if t == INF:
             break
         now = t
         while n_heap and heap_t[0] == now:
