@@ -43,9 +43,7 @@ def compiled() -> types.SimpleNamespace:
         _skip_blas_probe()
         from numba import njit
 
-        scope: dict = {}
-        for func in _KERNELS.values():  # the modules' constants and imports
-            scope.update((k, v) for k, v in func.__globals__.items() if k not in _KERNELS)
+        scope = _shared_scope()
         for name, func in _KERNELS.items():
             copy = types.FunctionType(func.__code__, scope, name, func.__defaults__,
                                       func.__closure__)
@@ -54,6 +52,31 @@ def compiled() -> types.SimpleNamespace:
             scope[name] = njit(cache=True)(copy)
         _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
     return _COMPILED
+
+
+def _shared_scope() -> dict:
+    """The names the compiled kernels see besides one another: every kernel module's
+    constants and imports (and the first one's module attributes, ``__builtins__``
+    among them), in one scope. A name bound to different values in two modules is
+    refused (ValueError): one module's kernels would see the other's."""
+    scope: dict = {}
+    for func in _KERNELS.values():
+        for name, value in func.__globals__.items():
+            if name in _KERNELS:
+                continue
+            had = scope.setdefault(name, value)
+            if had is not value and not name.startswith("__") \
+                    and not _same_constant(had, value):
+                raise ValueError(f"kernel modules bind {name!r} to different values "
+                                 f"({func.__module__}: {value!r}, elsewhere: {had!r})")
+    return scope
+
+
+def _same_constant(a, b) -> bool:
+    """Whether two module constants are the same number, string or tuple of them."""
+    if type(a) is not type(b) or not isinstance(a, (int, float, str, tuple)):
+        return False
+    return a == b
 
 
 def _skip_blas_probe() -> None:

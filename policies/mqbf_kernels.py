@@ -35,10 +35,11 @@ from olsctl.policies.kernels import (INF, bound_open, insert_running, ordered_qu
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
-#: use, and the most processors any job can get now (the free count of MQBF.md's
-#: TryStart: the positive free counts of the partitions, no more than the idle ones)
-SEGMENTS, IDLE, ROOM = 0, 1, 2
-N_ROOM = 3
+#: use, the most processors any job can get now (the free count of MQBF.md's TryStart:
+#: the positive free counts of the partitions, no more than the idle ones), and how many
+#: segments' running minima are current (:func:`running_minima`)
+SEGMENTS, IDLE, ROOM, MINIMA = 0, 1, 2, 3
+N_ROOM = 4
 
 
 # -- partitions and queues -------------------------------------------------------------
@@ -172,6 +173,27 @@ def window_mins(free: np.ndarray, lo: int, hi: int, mins: np.ndarray) -> None:
 
 
 @kernel
+def running_minima(free: np.ndarray, lo: int, hi: int, least: np.ndarray) -> int:
+    """Extend the running minima through segments [``lo``, ``hi``), given those before
+    ``lo``: ``least[p, i]``, the least of ``free[p, :i + 1]`` (partition p's free count
+    over a run from now through segment i), and in the last row ``least[K, i]``, the sum
+    of those that are positive (what borrowing can gather over that run). Returns
+    ``hi``, the segments now current."""
+    k = free.shape[0]
+    for i in range(lo, hi):
+        total = 0
+        for p in range(k):
+            low = free[p, i]
+            if i > 0 and least[p, i - 1] < low:
+                low = least[p, i - 1]
+            least[p, i] = low
+            if low > 0:
+                total += low
+        least[k, i] = total
+    return hi
+
+
+@kernel
 def positive_sum(values: np.ndarray) -> int:
     """The sum of the positive values: what borrowing could gather from them."""
     total = 0
@@ -221,28 +243,39 @@ def partition_allocation(q: int, w: int, mins: np.ndarray, borrow: bool,
 
 
 # -- TryStart and TryReserve -------------------------------------------------------------
+#
+# TryStart of a job of width w, estimate d, queue q is split in two. The test is written
+# in the pass itself, as calls passing many arrays cost more than the test: the job's run
+# [now, now + d) covers segments 0 .. last; it fits (:func:`fits`) when its own
+# partition's running minimum through ``last`` is at least w, or, with borrowing, the
+# positive minima of all partitions together are; then :func:`mqbf_start` takes it.
 
 
 @kernel
-def mqbf_try_start(now: float, q: int, w: int, d: float, borrow: bool, times: np.ndarray,
-                   free: np.ndarray, room: np.ndarray, now_free: np.ndarray,
-                   mins: np.ndarray, got: np.ndarray) -> bool:
-    """TryStart of a job of width ``w``, estimate ``d`` (s), queue ``q``: whether it fits
-    over [now, now + d) without touching a reservation; if so its processors per
-    partition (``got``) are taken from the profile, ``now_free`` and ``room``."""
-    if w > room[ROOM]:
-        return False
-    end = now + d
-    stop = segment_after(times, room[SEGMENTS], end, 0)
-    window_mins(free, 0, stop if stop > 0 else 1, mins)
-    if not partition_allocation(q, w, mins, borrow, got):
-        return False
-    room[SEGMENTS] = profile_take(times, free, room[SEGMENTS], now, end, got)
+def fits(w: int, own: int, gather: int, borrow: bool) -> bool:
+    """TryStart's test for a job of width ``w``: its own partition has ``w`` free over its
+    run (``own``, the partition's least free count), or, with ``borrow``, all partitions
+    together have (``gather``, the sum of their positive least free counts): exactly
+    when :func:`partition_allocation` finds its processors."""
+    return own >= w or (borrow and gather >= w)
+
+
+@kernel
+def mqbf_start(now: float, q: int, w: int, d: float, last: int, borrow: bool,
+               times: np.ndarray, free: np.ndarray, least: np.ndarray, room: np.ndarray,
+               now_free: np.ndarray, mins: np.ndarray, got: np.ndarray) -> None:
+    """Start a job of width ``w``, estimate ``d`` (s), queue ``q`` that :func:`fits` over
+    segments 0 .. ``last``: its processors per partition (``got``) are taken from the
+    profile, ``now_free`` and ``room``; no running minimum stays current."""
+    for p in range(len(mins)):
+        mins[p] = least[p, last]
+    partition_allocation(q, w, mins, borrow, got)
+    room[SEGMENTS] = profile_take(times, free, room[SEGMENTS], now, now + d, got)
+    room[MINIMA] = 0
     for p in range(len(now_free)):
         now_free[p] -= got[p]
     room[IDLE] -= w
     room[ROOM] = room_now(now_free, room[IDLE])
-    return True
 
 
 @kernel
@@ -269,9 +302,11 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
                 got[p] = 0
             got[q] = w
             room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
+            room[MINIMA] = min(room[MINIMA], i)
             return s
         if borrow and partition_allocation(q, w, mins, borrow, got):
             room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
+            room[MINIMA] = min(room[MINIMA], i)
             return s
     return INF
 
@@ -338,6 +373,8 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
     room[IDLE] = idle
     room[ROOM] = room_now(now_free, idle)
     room[SEGMENTS] = profile_build(now, now_free, running, n_run, alloc, times, free)
+    room[MINIMA] = 0
+    least = np.empty((k + 1, free.shape[1]), dtype=np.int64)  # (running_minima)
     mins = np.empty(k, dtype=np.int64)
     got = np.empty(k, dtype=np.int64)
     done = np.zeros(nq, dtype=np.bool_)  # Phase A's jobs, by position: started or pivots
@@ -348,9 +385,15 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
         g = first[q]
         while g < first[q + 1]:
             j = ordered[grouped[g]]
-            if not mqbf_try_start(now, q, procs[j], est[j], borrow, times, free, room,
-                                  now_free, mins, got):
+            if procs[j] > room[ROOM]:
                 break
+            last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+            if last >= room[MINIMA]:
+                room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+            if not fits(procs[j], least[q, last], least[k, last], borrow):
+                break
+            mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+                       now_free, mins, got)
             started[ns] = j
             ns += 1
             done[grouped[g]] = True
@@ -369,8 +412,13 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
         j = ordered[i]
         if done[i] or procs[j] > room[ROOM]:
             continue
-        if mqbf_try_start(now, queue_of[j], procs[j], est[j], borrow, times, free, room,
-                          now_free, mins, got):
+        q = queue_of[j]
+        last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+        if last >= room[MINIMA]:
+            room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+        if fits(procs[j], least[q, last], least[k, last], borrow):
+            mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+                       now_free, mins, got)
             started[ns] = j
             ns += 1
             n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)

@@ -43,6 +43,25 @@ def test_the_jit_is_off_exactly_when_asked():
     assert getattr(copy, "py_func", copy).__code__ is kernels.admit.__code__
 
 
+def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
+    """The compiled kernels share one scope of module constants: a constant of one
+    kernel module named like another's (as a pass's slot ``KNOWN = 3`` beside the SLA
+    bound's ``KNOWN = 0``) would silently give one module's kernels the other's value.
+    Such a pair is refused; equal values and shared imports are fine."""
+    from olsctl.policies import jit
+
+    jit._load_kernel_modules()
+    assert jit._shared_scope()["KNOWN"] == kernels.KNOWN
+    clash = types.FunctionType(compile("def clash():\n    return KNOWN\n", "x", "exec")
+                               .co_consts[0], {"KNOWN": kernels.KNOWN + 3, "np": np,
+                                               "INF": INF}, "clash")
+    monkeypatch.setitem(jit._KERNELS, "clash", clash)
+    with pytest.raises(ValueError, match="'KNOWN'"):
+        jit._shared_scope()
+    clash.__globals__["KNOWN"] = kernels.KNOWN  # the same value: one constant
+    assert jit._shared_scope()["KNOWN"] == kernels.KNOWN
+
+
 def test_compile_kernels_reports_seconds():
     assert compile_kernels() >= 0.0
 
