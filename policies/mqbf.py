@@ -227,16 +227,21 @@ class MultiQueueBackfill(PolicyBase):
         running = state.running
         n_run = len(running)
         a.make_room(n_run, len(queue))
-        if n_run:  # (its (end, job) pairs read flat: twice as fast as row by row)
-            a.running.reshape(-1)[:2 * n_run] = np.fromiter(chain.from_iterable(running),
-                                                            float, 2 * n_run)
-        held = a.held
-        held[:len(state.held)] = state.held
-        ns, _ = compiled().mqbf_pass(
+        if a.finishes != state.finishes or a.n_run != n_run:
+            # a job ended (or started elsewhere) since the last pass left the arrays as
+            # the state: read the running jobs' (end, job) pairs again (flat: twice as
+            # fast as row by row) and what they hold
+            if n_run:
+                a.running.reshape(-1)[:2 * n_run] = np.fromiter(
+                    chain.from_iterable(running), float, 2 * n_run)
+            a.held[:] = 0
+            a.held[:len(state.held)] = state.held
+        ns, a.n_run = compiled().mqbf_pass(
             self._code, self.borrow, state.now_s, state.active_procs, state.busy_procs,
-            np.array(queue, dtype=np.int64), a.procs, a.est, a.submit, a.queue_of,
-            self._owned_array(state.active_procs), held, a.running, n_run, a.alloc,
-            a.times, a.free, a.pivot_s, a.pivot_j, a.started)
+            np.fromiter(queue, np.int64, len(queue)), a.procs, a.est, a.submit,
+            a.queue_of, self._owned_array(state.active_procs), a.held, a.running, n_run,
+            a.alloc, a.times, a.free, a.pivot_s, a.pivot_j, a.started)
+        a.finishes = state.finishes  # (the pass added its starts to running and held)
         if ns:
             alloc, start = a.alloc, state.start
             for j in a.started[:ns].tolist():
@@ -291,7 +296,7 @@ class PassArrays:
     jobs, profile segments, started jobs, pivots, held processors)."""
 
     __slots__ = ("n", "procs", "est", "submit", "queue_of", "alloc", "held", "running",
-                 "times", "free", "started", "pivot_s", "pivot_j")
+                 "times", "free", "started", "pivot_s", "pivot_j", "n_run", "finishes")
 
     def __init__(self, state: "SimState", boundaries_s: tuple,
                  old: "PassArrays | None" = None) -> None:
@@ -319,6 +324,10 @@ class PassArrays:
         self.started = np.empty(0, dtype=np.int64)
         self.times = np.empty(0)
         self.free = np.empty((k, 0), dtype=np.int64)
+        #: the running jobs in ``running`` and ``held`` as the last pass left them, and
+        #: the state's count of ended jobs then (-1: not read from the state yet)
+        self.n_run = 0
+        self.finishes = -1
 
     def make_room(self, n_run: int, n_waiting: int) -> None:
         """Scratch for a pass over ``n_waiting`` jobs with ``n_run`` running: every one
@@ -326,10 +335,10 @@ class PassArrays:
         start and per reservation, and now."""
         if self.running.shape[0] < n_run + n_waiting:
             self.running = np.empty((2 * (n_run + n_waiting), 2))
+            self.finishes = -1  # (to be read again)
         if self.started.size < n_waiting:
             self.started = np.empty(2 * n_waiting, dtype=np.int64)
         segments = n_run + n_waiting + 2 * len(self.held) + 2
         if self.times.size < segments:
             self.times = np.empty(2 * segments)
             self.free = np.empty((len(self.held), 2 * segments), dtype=np.int64)
-        self.held[:] = 0
