@@ -292,8 +292,10 @@ class PassArrays:
     of the state's lists (a job's entries never change once it is in them: jobs are
     only appended); ``alloc[j, p]``, the processors job ``j`` took from partition ``p``
     when it started (the pass writes the rows of the jobs it starts; a running job's
-    row is read while it runs); and scratch for one pass, grown as needed (running
-    jobs, profile segments, started jobs, pivots, held processors)."""
+    row is read while it runs); the running jobs' (end, job) rows and what they hold
+    per partition, as the last pass left them (read from the state again once a job
+    has ended); and scratch for one pass, grown as needed (profile segments, started
+    jobs, pivots)."""
 
     __slots__ = ("n", "procs", "est", "submit", "queue_of", "alloc", "held", "running",
                  "times", "free", "started", "pivot_s", "pivot_j", "n_run", "finishes")

@@ -285,7 +285,8 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
     """TryReserve of a blocked head (width ``w``, estimate ``d``, queue ``q``): the
     earliest segment start s at which it fits over [s, s + d), its own partition first
     at each s, then borrowing; the reservation (``got`` per partition) is taken from the
-    profile. Returns s (inf: it never fits, and nothing is reserved)."""
+    profile, after which the running minima are current only before s. Returns s (inf:
+    it never fits, and nothing is reserved)."""
     m = room[SEGMENTS]
     for i in range(m):
         own_ok = free[q, i] >= w
