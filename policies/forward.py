@@ -370,13 +370,23 @@ def percentile_of(x: np.ndarray, q: float) -> float:
 @kernel
 def score_run(n: int, floats: np.ndarray, censor: bool, until: float, bsld_s: float,
               row: np.ndarray) -> None:
-    """Score a what-if of n jobs that ran to its end (its ``floats``) into ``row`` as
-    :meth:`olsctl.controller.scoring.WhatIfRun._score` scores one without power or
-    queues: jobs still waiting are censored at ``until`` (``censor``: a horizon) or
-    unstarted; then the mean and 95th percentile of the bounded slowdowns (1 + wait /
-    max(runtime, ``bsld_s``)) and the mean and largest wait."""
-    start = block(floats, START, n).copy()
-    submit, runtime = block(floats, SUBMIT, n), block(floats, RUNTIME, n)
+    """Score a what-if of n jobs that ran to its end (its ``floats``) into ``row``
+    (:func:`score_columns`)."""
+    score_columns(block(floats, START, n), block(floats, SUBMIT, n),
+                  block(floats, RUNTIME, n), censor, until, bsld_s, row)
+
+
+@kernel
+def score_columns(start_s: np.ndarray, submit: np.ndarray, runtime: np.ndarray,
+                  censor: bool, until: float, bsld_s: float, row: np.ndarray) -> np.ndarray:
+    """Score a what-if that ran to its end (its jobs' columns) into ``row`` as
+    :meth:`olsctl.controller.scoring.WhatIfRun._score` scores one without power: jobs
+    still waiting are censored at ``until`` (``censor``: a horizon) or unstarted; then
+    the mean and 95th percentile of the bounded slowdowns (1 + wait / max(runtime,
+    ``bsld_s``)) and the mean and largest wait. Returns the bounded slowdowns (empty
+    when there are none: no job, or one never started)."""
+    n = len(start_s)
+    start = start_s.copy()
     waiting = 0
     for j in range(n):
         if start[j] != start[j]:
@@ -392,14 +402,14 @@ def score_run(n: int, floats: np.ndarray, censor: bool, until: float, bsld_s: fl
         row[ROW_P95_BSLD] = 1.0
         row[ROW_MEAN_WAIT] = 0.0
         row[ROW_MAX_WAIT] = 0.0
-        return
+        return np.empty(0)
     if waiting and not censor:
         row[ROW_UNSTARTED] = waiting
         row[ROW_MEAN_BSLD] = INF
         row[ROW_P95_BSLD] = INF
         row[ROW_MEAN_WAIT] = INF
         row[ROW_MAX_WAIT] = INF
-        return
+        return np.empty(0)
     wait = start - submit
     bsld = np.empty(n)
     for j in range(n):
@@ -410,6 +420,7 @@ def score_run(n: int, floats: np.ndarray, censor: bool, until: float, bsld_s: fl
     row[ROW_P95_BSLD] = percentile_of(bsld, 95.0)
     row[ROW_MEAN_WAIT] = exact_sum(wait, parts) / n
     row[ROW_MAX_WAIT] = wait.max()
+    return bsld
 
 
 @kernel
@@ -488,7 +499,17 @@ def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
         return count, 0
     done = np.empty(count, dtype=np.bool_)
     value = np.empty(count)
-    for c in range(count):  # as the trials score: a waiting job never starting, INF
+    rows_scored(out, sla, done, value)
+    return count, closest(n, ints, floats, seen, codes, censor, bsld_s, sla, done, value,
+                          machine, np.arange(count), out, np.zeros(count, dtype=np.bool_))
+
+
+@kernel
+def rows_scored(out: np.ndarray, sla: int, done: np.ndarray, value: np.ndarray) -> None:
+    """The trials of a batch's rows ``out`` as :func:`closest` takes them: whether each
+    ran to its end (``done``) and its ``sla`` score, or the bound that cut it short
+    (``value``; as the trials score, INF with a waiting job never starting)."""
+    for c in range(len(out)):
         row = out[c]
         done[c] = row[ROW_STATUS] != OUT_CUT
         if not done[c]:
@@ -497,8 +518,6 @@ def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
             value[c] = INF
         else:
             value[c] = row[ROW_MEAN_BSLD + sla]
-    return count, closest(n, ints, floats, seen, codes, censor, bsld_s, sla, done, value,
-                          machine, np.arange(count), out, np.zeros(count, dtype=np.bool_))
 
 
 @kernel
@@ -520,16 +539,7 @@ def closest(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
     tail = FLOAT_BLOCKS * n + 2 * n
     went_on = 0
     while True:
-        best = INF
-        for i in range(len(done)):
-            if done[i] and value[i] < best:
-                best = value[i]
-        pick = -1
-        for i in range(len(done)):
-            if not done[i] and value[i] <= best:
-                if pick < 0 or value[i] < value[pick] or (value[i] == value[pick]
-                                                          and active[i] > active[pick]):
-                    pick = i
+        pick, best = closest_pick(done, value, active)
         if pick < 0:
             return went_on
         r = row[pick]
@@ -540,11 +550,37 @@ def closest(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
         settle_row(codes[r], n, ints[r], floats[r], seen[r], censor, bsld_s, out[r])
         went_on += 1
         moved[pick] = True
-        if out[r, ROW_STATUS] == OUT_CUT:
-            value[pick] = out[r, ROW_BOUND]
-        else:
-            done[pick] = True
-            value[pick] = INF if out[r, ROW_UNSTARTED] else out[r, ROW_MEAN_BSLD + sla]
+        went_to(out[r], sla, pick, done, value)
+
+
+@kernel
+def closest_pick(done: np.ndarray, value: np.ndarray, active: np.ndarray) -> tuple:
+    """:func:`closest`'s next step: (the trial to go on, -1 when none is left; the best
+    complete score, INF when none is complete). The one to go on is cut short with a
+    bound at most the best score, the lowest bound (ties: the larger machine, then the
+    first)."""
+    best = INF
+    for i in range(len(done)):
+        if done[i] and value[i] < best:
+            best = value[i]
+    pick = -1
+    for i in range(len(done)):
+        if not done[i] and value[i] <= best:
+            if pick < 0 or value[i] < value[pick] or (value[i] == value[pick]
+                                                      and active[i] > active[pick]):
+                pick = i
+    return pick, best
+
+
+@kernel
+def went_to(row: np.ndarray, sla: int, i: int, done: np.ndarray, value: np.ndarray) -> None:
+    """Trial ``i`` went on and ended as ``row`` says: its ``done`` and ``value`` (the
+    bound that cut it short again, or its ``sla`` score; INF with a job never started)."""
+    if row[ROW_STATUS] == OUT_CUT:
+        value[i] = row[ROW_BOUND]
+    else:
+        done[i] = True
+        value[i] = INF if row[ROW_UNSTARTED] else row[ROW_MEAN_BSLD + sla]
 
 
 # -- warming up ---------------------------------------------------------------------------

@@ -27,9 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
-                                     LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
-                                     WAKE_N, WAKE_T, cut_or_next, heap_pop, heap_push,
-                                     note_starts, still_waiting)
+                                     LIMIT, METRIC, N_CLOCK, N_ROW, NHEAP, NOW, NQ, NRUN,
+                                     OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD,
+                                     ROW_NOW, ROW_STATUS, ROW_UNSTARTED, UNTIL, VALUE, WAKE_N,
+                                     WAKE_T, closest_pick, cut_or_next, heap_pop, heap_push,
+                                     note_starts, rows_scored, score_columns, still_waiting,
+                                     went_to)
 from olsctl.policies.jit import kernel
 from olsctl.policies.kernels import (INF, bound_open, insert_running, ordered_queue,
                                      remove_running)
@@ -561,6 +564,168 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     count[FINISHES] = finishes
     count[AT_BOUND] = 1 if at_bound else 0
     return cut
+
+
+# -- a tick's candidates in one call ---------------------------------------------------
+#
+# A batch's what-ifs live in rows: row c of ``start``, ``queue``, ``alloc``, ``held``,
+# ``owned``, ``running``, ``heap_t``, ``heap_j``, ``count``, ``clock`` and ``seen`` is
+# candidate c's what-if (the arrays :class:`olsctl.mqbf_whatif.MqbfRun` owns), the last
+# row the template they start from. The job columns and the pass's scratch (``times``,
+# ``free``, ``pivot_s``, ``pivot_j``, ``started``) are shared.
+
+
+@kernel
+def mqbf_settle(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+                est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+                queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
+                pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+                start: np.ndarray, queue: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+                owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
+                heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray, seen: np.ndarray,
+                censor: bool, bsld_s: float, row: np.ndarray) -> None:
+    """Run an MQBF what-if on (:func:`mqbf_forward`) and write how it ended into ``row``
+    (the slots of :mod:`olsctl.policies.forward`'s ``ROW_*``); one run to its end is
+    scored (:func:`score_columns`) and ``row[N_ROW + q]`` gets queue q's mean bounded
+    slowdown (its jobs' sum in job order, as numpy's ``bincount`` adds; 1 for a queue
+    without jobs)."""
+    if mqbf_forward(code, borrow, weights, procs, est, runtime, submit, start, queue_of,
+                    queue, alloc, held, owned, running, heap_t, heap_j, times, free,
+                    pivot_s, pivot_j, started, count, clock, seen, bsld_s):
+        row[ROW_STATUS] = OUT_CUT
+        row[ROW_BOUND] = clock[VALUE]
+        row[ROW_NOW] = clock[NOW]
+        return
+    row[ROW_STATUS] = OUT_DONE
+    row[ROW_NOW] = clock[NOW]
+    bsld = score_columns(start, submit, runtime, censor, clock[UNTIL], bsld_s, row)
+    k = len(weights)
+    sums = np.zeros(k)
+    jobs = np.zeros(k, dtype=np.int64)
+    for j in range(len(bsld)):
+        sums[queue_of[j]] += bsld[j]
+        jobs[queue_of[j]] += 1
+    for q in range(k):
+        row[N_ROW + q] = sums[q] / jobs[q] if jobs[q] else 1.0
+
+
+@kernel
+def settle_at(c: int, code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+              est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+              queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
+              pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+              start: np.ndarray, queue: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+              owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
+              heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray, seen: np.ndarray,
+              censor: bool, bsld_s: float, out: np.ndarray) -> None:
+    """:func:`mqbf_settle` of row ``c`` of a batch's arrays."""
+    mqbf_settle(code, borrow, weights, procs, est, runtime, submit, queue_of, times, free,
+                pivot_s, pivot_j, started, start[c], queue[c], alloc[c], held[c], owned[c],
+                running[c], heap_t[c], heap_j[c], count[c], clock[c], seen[c], censor,
+                bsld_s, out[c])
+
+
+@kernel
+def mqbf_candidates(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+                    est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+                    queue_of: np.ndarray, n_run: int, times: np.ndarray, free: np.ndarray,
+                    pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+                    start: np.ndarray, queue: np.ndarray, alloc: np.ndarray,
+                    held: np.ndarray, owned: np.ndarray, running: np.ndarray,
+                    heap_t: np.ndarray, heap_j: np.ndarray, count: np.ndarray,
+                    clock: np.ndarray, seen: np.ndarray, setting: np.ndarray,
+                    wake_t: np.ndarray, censor: bool, bsld_s: float, sla: int,
+                    limit: float, first_met: bool, then_closest: bool,
+                    out: np.ndarray) -> tuple:
+    """A tick's MQBF what-ifs, candidate by candidate, as
+    :func:`olsctl.policies.forward.easy_candidates` runs EASY's: candidate c's row is
+    copied from the template row (the last), given its machine setting ``setting[c]`` =
+    (its machine, active processors, processors of a wake under way, pass due) and the
+    wake's time ``wake_t[c]``, run and scored into ``out[c]`` (:func:`mqbf_settle`).
+    One whose machine is narrower than a waiting job (of those after the ``n_run``
+    running) is not run: the row counts those jobs as unstarted. With ``first_met``,
+    stops after the first whose ``sla`` score is at most ``limit``; when none is, with
+    ``then_closest``, the closest is finished (:func:`mqbf_closest`). Returns (how many
+    ran or were skipped as too wide, how many times one went on)."""
+    t = len(out)
+    n = len(procs)
+    widest = 0
+    for j in range(n_run, n):
+        if procs[j] > widest:
+            widest = procs[j]
+    for c in range(t):
+        row = out[c]
+        machine = setting[c, 0]
+        if widest > machine:
+            row[ROW_STATUS] = OUT_WIDE
+            too_wide = 0
+            for j in range(n_run, n):
+                if procs[j] > machine:
+                    too_wide += 1
+            row[ROW_UNSTARTED] = too_wide
+            continue
+        start[c, :] = start[t]
+        queue[c, :] = queue[t]
+        alloc[c, :, :] = alloc[t]
+        held[c, :] = held[t]
+        running[c, :, :] = running[t]
+        heap_t[c, :] = heap_t[t]
+        heap_j[c, :] = heap_j[t]
+        count[c, :] = count[t]
+        clock[c, :] = clock[t]
+        seen[c, :] = seen[t]
+        count[c, ACTIVE] = setting[c, 1]
+        count[c, WAKE_N] = setting[c, 2]
+        count[c, DUE] = setting[c, 3]
+        clock[c, WAKE_T] = wake_t[c]
+        partition_counts(weights, setting[c, 1], owned[c])
+        settle_at(c, code, borrow, weights, procs, est, runtime, submit, queue_of, times,
+                  free, pivot_s, pivot_j, started, start, queue, alloc, held, owned, running,
+                  heap_t, heap_j, count, clock, seen, censor, bsld_s, out)
+        if (first_met and row[ROW_STATUS] == OUT_DONE and row[ROW_UNSTARTED] == 0
+                and row[ROW_MEAN_BSLD + sla] <= limit):
+            return c + 1, 0
+    if not then_closest:
+        return t, 0
+    done = np.empty(t, dtype=np.bool_)
+    value = np.empty(t)
+    rows_scored(out, sla, done, value)
+    return t, mqbf_closest(code, borrow, weights, procs, est, runtime, submit, queue_of,
+                           times, free, pivot_s, pivot_j, started, start, queue, alloc,
+                           held, owned, running, heap_t, heap_j, count, clock, seen,
+                           censor, bsld_s, sla, done, value, setting[:t, 0], np.arange(t),
+                           out, np.zeros(t, dtype=np.bool_))
+
+
+@kernel
+def mqbf_closest(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+                 est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+                 queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
+                 pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+                 start: np.ndarray, queue: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+                 owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
+                 heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray,
+                 seen: np.ndarray, censor: bool, bsld_s: float, sla: int,
+                 done: np.ndarray, value: np.ndarray, active: np.ndarray, row: np.ndarray,
+                 out: np.ndarray, moved: np.ndarray) -> int:
+    """:func:`olsctl.policies.forward.closest` for a batch of MQBF what-ifs (the rows
+    of :func:`mqbf_candidates`): the same steps, each what-if going on in its row."""
+    went_on = 0
+    while True:
+        pick, best = closest_pick(done, value, active)
+        if pick < 0:
+            return went_on
+        r = row[pick]
+        if best == INF:
+            count[r, METRIC] = 0
+        else:
+            clock[r, LIMIT] = best
+        settle_at(r, code, borrow, weights, procs, est, runtime, submit, queue_of, times,
+                  free, pivot_s, pivot_j, started, start, queue, alloc, held, owned, running,
+                  heap_t, heap_j, count, clock, seen, censor, bsld_s, out)
+        went_on += 1
+        moved[pick] = True
+        went_to(out[r], sla, pick, done, value)
 
 
 def mqbf_warm_up(k) -> None:

@@ -155,7 +155,7 @@ def run_whatif_all(
 
 #: the tests that also run with numba's JIT disabled (marker ``nojit``): the kernels' own
 #: tests (EASY's and MQBF's), EASY's hand-worked rules and oracle, the contract suites'
-#: EASY cases (EASY and the power-aware EASY), and the compiled what-if batch's tests.
+#: EASY cases (EASY and the power-aware EASY), and the compiled what-if batches' tests.
 #: ``pytest`` runs them again uncompiled in a subprocess (tests/test_kernels.py); by
 #: hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``.
 NOJIT_TESTS = {
@@ -163,6 +163,7 @@ NOJIT_TESTS = {
     "test_mqbf_kernel.py": None,
     "test_easy_rules.py": None,
     "test_easy_batch.py": None,
+    "test_mqbf_batch.py": None,
     "test_properties.py": ("test_main_matches_reference_easy",
                            "test_whatif_from_snapshot_reproduces_main"),
     "test_contract.py": ("test_whatif_reproduces_the_main_simulator[easy-",

@@ -192,24 +192,34 @@ def _the_closest_found_in_one_call_is_the_one_found_step_by_step(data):
     # or cheapest-first: finishing the closest in one compiled call gives the trials and
     # the count of what-ifs that going on one what-if at a time gives.
     import olsctl.controller.easy_batch as batches
-    from olsctl.controller import Controller, ControllerSettings, choose
 
     if data.draw(st.booleans()):
         snap, machine, _ = _blocked_snapshot(data, 10)
     else:
         snap, machine = _random_snapshot(data, 10)
+    _closest_both_ways(data, snap, machine, {"name": "easy"}, batches, "easy_batch")
+
+
+def _closest_both_ways(data, snap, machine: int, spec: dict, module, name: str) -> None:
+    """Under a tight SLA drawn from ``data`` that few candidates meet, searched by grid
+    or cheapest-first: the trials and the count of what-ifs are the same whether the
+    closest is finished in one compiled call or by going on one what-if at a time (the
+    batch ``module.name`` alone, then the Python loop). Counts the example."""
+    import olsctl.controller.easy_batch as batches
+    from olsctl.controller import Controller, ControllerSettings, choose
+
     metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
     limit = data.draw(st.floats(0.0, 30.0))
     s = ControllerSettings(procs=tuple(range(1, machine + 1)), sla_metric=metric,
                            sla_max=limit, search=data.draw(st.sampled_from(
                                ["grid", "cheapest-first"])))
-    task = WhatIfTask(snap, {"name": "easy"}, stop_above=(metric, limit))
+    task = WhatIfTask(snap, spec, stop_above=(metric, limit))
     got = {}
-    real_batch, real_closest = batches.easy_batch, batches.complete_closest
+    real_batch, real_closest = getattr(module, name), batches.complete_closest
     for way in ("one call", "step by step"):
-        ctl = Controller(s, {"name": "easy"})
+        ctl = Controller(s, spec)
         if way == "step by step":  # the batch alone, then the Python loop of go_on
-            batches.easy_batch = lambda *args, then_closest=False: real_batch(*args)
+            setattr(module, name, lambda *args, then_closest=False: real_batch(*args))
             batches.complete_closest = lambda *args: None
         try:
             trials = ctl._search(task, s.candidates(machine), snap.n_waiting)
@@ -218,11 +228,11 @@ def _the_closest_found_in_one_call_is_the_one_found_step_by_step(data):
                 return
             trials = ctl._complete_closest(task, trials, snap.n_waiting)
         finally:
-            batches.easy_batch, batches.complete_closest = real_batch, real_closest
+            setattr(module, name, real_batch)
+            batches.complete_closest = real_closest
         got[way] = [_as_logged(t) for t in trials], ctl.whatifs
     assert got["one call"] == got["step by step"]
-    went_on = got["one call"][1] > len(got["one call"][0])
-    checked(True, went_on=went_on)
+    checked(True, went_on=got["one call"][1] > len(got["one call"][0]))
 
 
 def test_the_closest_found_in_one_call_is_the_one_found_step_by_step():

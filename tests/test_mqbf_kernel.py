@@ -326,16 +326,11 @@ def _mqbf_specs(draw):
     return spec
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          derandomize=True)  # the same examples each run: the tallies below hold
-@given(st.data())
-def _the_kernel_gives_the_python_what_if(data):
-    # A random MQBF policy and a random small workload run by the main simulator, its
-    # active processors changed on the way (partitions may end up holding more than they
-    # own), a snapshot when a random job arrives (before the pass: it waits), and random
-    # candidates: narrowed or widened
-    # machines, with or without a wake latency, a horizon and an SLA bound. The compiled
-    # what-if gives the Python one's starts, stop and bound, also going on after a cut.
+def _random_mqbf_snapshot(data) -> tuple:
+    """A random MQBF policy and a random small workload run by the main simulator, its
+    active processors changed on the way (partitions may end up holding more than they
+    own), and a snapshot when a random job arrives (before the pass: it waits). Returns
+    (the policy, the machine's processors, the snapshot)."""
     spec = data.draw(_mqbf_specs())
     machine = data.draw(st.integers(2, 20))
     estimates = data.draw(st.sampled_from(["exact", "user"]))
@@ -358,7 +353,20 @@ def _the_kernel_gives_the_python_what_if(data):
     sim.at(float(rows[data.draw(st.integers(0, len(rows) - 1))][1]),
            lambda s: snaps.append(s.state.snapshot()))
     sim.run()
-    snap = snaps[0]
+    return policy, machine, snaps[0]
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          derandomize=True)  # the same examples each run: the tallies below hold
+@given(st.data())
+def _the_kernel_gives_the_python_what_if(data):
+    # A random MQBF policy and a random small workload run by the main simulator, its
+    # active processors changed on the way (partitions may end up holding more than they
+    # own), a snapshot when a random job arrives (before the pass: it waits), and random
+    # candidates: narrowed or widened
+    # machines, with or without a wake latency, a horizon and an SLA bound. The compiled
+    # what-if gives the Python one's starts, stop and bound, also going on after a cut.
+    policy, machine, snap = _random_mqbf_snapshot(data)
     current = data.draw(st.sampled_from([None, Candidate(snap.active_procs)]))
     until_s = data.draw(st.sampled_from([INF, INF, snap.now_s + 300.0]))
     metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))

@@ -165,11 +165,12 @@ _TRIAL_REST = {f.name: f.default for f in fields(Trial)
 
 def new_trial(candidate: Candidate, jobs: int, unstarted: int, censored: int,
               mean_bsld: float, p95_bsld: float, mean_wait_s: float, max_wait_s: float,
-              cost: float, stopped_at_s: float | None = None) -> Trial:
-    """``Trial(candidate, ..., cost, stopped_at_s=stopped_at_s)``, the other fields at
-    their defaults, made in a third of the time (without the frozen dataclass's
-    ``__init__``, which sets each of the 16 fields through ``object.__setattr__``): a
-    tick's batch of what-ifs makes one per candidate."""
+              cost: float, stopped_at_s: float | None = None,
+              queue_mean_bsld: tuple[float, ...] | None = None) -> Trial:
+    """``Trial(candidate, ..., cost, stopped_at_s=..., queue_mean_bsld=...)``, the other
+    fields at their defaults, made in a third of the time (without the frozen
+    dataclass's ``__init__``, which sets each of the 16 fields through
+    ``object.__setattr__``): a tick's batch of what-ifs makes one per candidate."""
     trial = object.__new__(Trial)
     d = trial.__dict__
     d["candidate"] = candidate
@@ -184,6 +185,8 @@ def new_trial(candidate: Candidate, jobs: int, unstarted: int, censored: int,
     d.update(_TRIAL_REST)
     if stopped_at_s is not None:
         d["stopped_at_s"] = stopped_at_s
+    if queue_mean_bsld is not None:
+        d["queue_mean_bsld"] = queue_mean_bsld
     return trial
 
 
@@ -493,10 +496,14 @@ def run_batch(task: WhatIfTask, candidates: Sequence[Candidate],
     with ``then_closest`` (and ``first_met``), a compiled EASY batch in which no
     candidate meets the SLA also finishes the closest (see
     :func:`olsctl.controller.easy_batch.easy_batch`)."""
-    from olsctl.controller.easy_batch import easy_batch  # (a module importing this one)
+    # (modules importing this one)
+    from olsctl.controller.easy_batch import easy_batch
+    from olsctl.controller.mqbf_batch import mqbf_batch
 
     try:
         fast = easy_batch(task, candidates, keep, first_met, then_closest=then_closest)
+        if fast is None:
+            fast = mqbf_batch(task, candidates, keep, first_met, then_closest=then_closest)
     except Exception as exc:  # as when each what-if raises (the first, if it stops there)
         error = f"{type(exc).__name__}: {exc}"
         return [_failed(task, c, error) for c in candidates[:1 if first_met else None]], 0

@@ -1,0 +1,114 @@
+"""A tick's MQBF what-ifs in one compiled call.
+
+Here belongs :func:`mqbf_batch`, MQBF's counterpart of
+:func:`olsctl.controller.easy_batch.easy_batch`: for a snapshot with nothing but
+processors, no arrivals and one MQBF policy (a built-in order) under every candidate,
+the what-ifs of a batch of candidates run one after the other inside
+:func:`olsctl.policies.mqbf_kernels.mqbf_candidates`, each in its row of arrays copied
+from the tick's :class:`olsctl.mqbf_whatif.MqbfTemplate`, and are scored there, each
+queue's mean bounded slowdown included. The trials are the ones
+:class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit; only the Python around
+each what-if is gone. A what-if cut short keeps its row, to go on
+(:class:`olsctl.controller.easy_batch.BatchCut`), and finishing the closest when none
+meets the SLA runs in one call (:func:`olsctl.controller.easy_batch.complete_closest`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from olsctl.controller import scoring
+from olsctl.controller.easy_batch import batch_plan, batch_trials, row_trial
+from olsctl.controller.scoring import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.mqbf_whatif import MqbfTemplate
+from olsctl.policies import forward as fw
+from olsctl.policies.jit import compiled
+
+
+def mqbf_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None = None,
+               first_met: tuple[str, float] | None = None,
+               then_closest: bool = False) -> tuple[list[Trial], int] | None:
+    """The trials of ``cands`` (in order) and how many times a what-if cut short went
+    on, or None when the batch does not qualify (see the module's doc); ``keep``,
+    ``first_met`` and ``then_closest`` as for
+    :func:`olsctl.controller.easy_batch.easy_batch`."""
+    snap = task.snapshot
+    if task.arrivals is not None and len(task.arrivals):
+        return None
+    plan = batch_plan(task, cands)
+    if plan is None or plan.mqbf is None:
+        return None
+    until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+    # (the tick's template, shared with the what-ifs run one by one; through the module,
+    # so that a template withheld there sends every what-if to the Python pass)
+    template = scoring._template(snap, plan.mqbf, until, task)
+    if type(template) is not MqbfTemplate:
+        return None
+    metric = task.stop_above[0] if task.stop_above is not None else None
+    batch = MqbfBatch(template, len(cands), metric, task.horizon_s is not None)
+    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
+                                                    float(first_met[1]))
+    setting = np.column_stack((plan.machine, plan.active, plan.wake_n, plan.due))
+    shared = batch.shared
+    ran, went_on = compiled().mqbf_candidates(
+        *shared[:8], snap.n_running, *shared[8:], *batch.rows, setting, plan.wake_t,
+        batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
+        first_met is not None and then_closest, batch.out)
+    return batch_trials(batch, cands, plan.costs, ran, keep), went_on
+
+
+class MqbfBatch:
+    """The arrays of a batch of ``count`` MQBF what-ifs from ``template``: the job
+    columns and a pass's scratch, ``shared``; one row per what-if in each of ``rows``
+    (the arrays an :class:`olsctl.mqbf_whatif.MqbfRun` owns, and the partitions' active
+    processors), the last row the template's; ``out``, each what-if's scores (see
+    :func:`olsctl.policies.mqbf_kernels.mqbf_candidates`). ``censor``: waits are
+    censored at a horizon; ``metric``: the SLA bound's."""
+
+    #: the template's arrays that get a row per what-if, in the kernels' order
+    ROWS = ("start", "queue", "alloc", "held", "owned", "running", "heap_t", "heap_j",
+            "count", "clock", "seen")
+
+    def __init__(self, template: MqbfTemplate, count: int, metric: str | None,
+                 censor: bool) -> None:
+        a = template.arrays
+        self.n, self.metric, self.censor = template.n, metric, censor
+        self.queues = len(template.weights)
+        self.shared = (template.code, template.borrow, template.weights, a["procs"],
+                       a["est"], a["runtime"], a["submit"], a["queue_of"], a["times"],
+                       a["free"], a["pivot_s"], a["pivot_j"], a["started"])
+        rows = []
+        for name in self.ROWS:
+            if name == "owned":  # (set for each what-if from its active processors)
+                rows.append(np.zeros((count + 1, self.queues), dtype=np.int64))
+                continue
+            like = a[name]
+            row = np.empty((count + 1,) + like.shape, dtype=like.dtype)
+            row[count] = like
+            rows.append(row)
+        self.rows = tuple(rows)
+        self.out = np.empty((count, fw.N_ROW + self.queues))
+
+    def trial(self, c: Candidate, row: list, cost: float) -> Trial:
+        """The trial of candidate ``c``'s row of ``out`` (as a list)."""
+        return row_trial(c, self.n, row, self.metric, cost, self.queues)
+
+    def go_on(self, i: int, limit: float | None) -> None:
+        """Row ``i``'s what-if, cut short, goes on under a higher ``limit`` (None: to
+        its end): into ``out[i]``."""
+        count, clock = self.rows[8], self.rows[9]
+        if limit is None:
+            count[i, fw.METRIC] = 0
+        else:
+            clock[i, fw.LIMIT] = limit
+        compiled().settle_at(i, *self.shared, *self.rows, self.censor, BSLD_BOUND_S,
+                             self.out)
+
+    def closest(self, sla: int, done: np.ndarray, value: np.ndarray, active: np.ndarray,
+                row: np.ndarray, moved: np.ndarray) -> int:
+        """:func:`olsctl.policies.mqbf_kernels.mqbf_closest` over this batch's rows."""
+        return compiled().mqbf_closest(*self.shared, *self.rows, self.censor, BSLD_BOUND_S,
+                                       sla, done, value, active, row, self.out, moved)
