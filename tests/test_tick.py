@@ -92,30 +92,37 @@ def test_the_decision_log_is_one_json_dumps_line_per_tick():
     assert any('"mean_bsld": null' in line for line in lines)
 
 
-def test_a_run_collects_cycles_less_often_and_restores_the_thresholds(monkeypatch, tmp_path):
-    """While a run simulates, the cycle collector's thresholds are the run's; after it
-    (also after an error) the ones in force before."""
+def test_a_run_pauses_the_cycle_collector_and_restores_it(monkeypatch, tmp_path):
+    """While a run simulates, Python's cycle collector is off; after it (also after an
+    error) as it was before: on, or off when the caller had it off."""
     import gc
 
     from olsctl import runner
 
-    before = gc.get_threshold()
+    assert gc.isenabled()
     seen = []
-    with runner.fewer_collections():
-        seen.append(gc.get_threshold())
-    assert seen == [runner.RUN_GC_THRESHOLDS] and gc.get_threshold() == before
+    with runner.collector_paused():
+        seen.append(gc.isenabled())
+    assert seen == [False] and gc.isenabled()
     try:
-        with runner.fewer_collections():
+        with runner.collector_paused():
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         pass
-    assert gc.get_threshold() == before
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with runner.collector_paused():
+            pass
+        assert not gc.isenabled()  # (off before: left off)
+    finally:
+        gc.enable()
 
     def spy_run(self):  # the main simulator's run, as execute calls it
-        seen.append(gc.get_threshold())
+        seen.append(gc.isenabled())
         return original(self)
 
     original = runner.MainSimulator.run
     monkeypatch.setattr(runner.MainSimulator, "run", spy_run)
     assert main(["run", "--trace", "KTH-SP2", "--out", str(tmp_path / "run"), "--quiet"]) == 0
-    assert seen[-1] == runner.RUN_GC_THRESHOLDS and gc.get_threshold() == before
+    assert seen[-1] is False and gc.isenabled()
