@@ -576,40 +576,6 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
 
 
 @kernel
-def mqbf_settle(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
-                est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
-                queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
-                pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
-                start: np.ndarray, queue: np.ndarray, alloc: np.ndarray, held: np.ndarray,
-                owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
-                heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray, seen: np.ndarray,
-                censor: bool, bsld_s: float, row: np.ndarray) -> None:
-    """Run an MQBF what-if on (:func:`mqbf_forward`) and write how it ended into ``row``
-    (the slots of :mod:`olsctl.policies.forward`'s ``ROW_*``); one run to its end is
-    scored (:func:`score_columns`) and ``row[N_ROW + q]`` gets queue q's mean bounded
-    slowdown (its jobs' sum in job order, as numpy's ``bincount`` adds; 1 for a queue
-    without jobs)."""
-    if mqbf_forward(code, borrow, weights, procs, est, runtime, submit, start, queue_of,
-                    queue, alloc, held, owned, running, heap_t, heap_j, times, free,
-                    pivot_s, pivot_j, started, count, clock, seen, bsld_s):
-        row[ROW_STATUS] = OUT_CUT
-        row[ROW_BOUND] = clock[VALUE]
-        row[ROW_NOW] = clock[NOW]
-        return
-    row[ROW_STATUS] = OUT_DONE
-    row[ROW_NOW] = clock[NOW]
-    bsld = score_columns(start, submit, runtime, censor, clock[UNTIL], bsld_s, row)
-    k = len(weights)
-    sums = np.zeros(k)
-    jobs = np.zeros(k, dtype=np.int64)
-    for j in range(len(bsld)):
-        sums[queue_of[j]] += bsld[j]
-        jobs[queue_of[j]] += 1
-    for q in range(k):
-        row[N_ROW + q] = sums[q] / jobs[q] if jobs[q] else 1.0
-
-
-@kernel
 def settle_at(c: int, code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
               est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
               queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
@@ -618,11 +584,32 @@ def settle_at(c: int, code: int, borrow: bool, weights: np.ndarray, procs: np.nd
               owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
               heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray, seen: np.ndarray,
               censor: bool, bsld_s: float, out: np.ndarray) -> None:
-    """:func:`mqbf_settle` of row ``c`` of a batch's arrays."""
-    mqbf_settle(code, borrow, weights, procs, est, runtime, submit, queue_of, times, free,
-                pivot_s, pivot_j, started, start[c], queue[c], alloc[c], held[c], owned[c],
-                running[c], heap_t[c], heap_j[c], count[c], clock[c], seen[c], censor,
-                bsld_s, out[c])
+    """Run row ``c``'s MQBF what-if on (:func:`mqbf_forward`) and write how it ended into
+    ``out[c]`` (the slots of :mod:`olsctl.policies.forward`'s ``ROW_*``); one run to its
+    end is scored (:func:`score_columns`) and ``out[c, N_ROW + q]`` gets queue q's mean
+    bounded slowdown (its jobs' sum in job order, as numpy's ``bincount`` adds; 1 for a
+    queue without jobs)."""
+    row = out[c]
+    clock_c = clock[c]
+    if mqbf_forward(code, borrow, weights, procs, est, runtime, submit, start[c], queue_of,
+                    queue[c], alloc[c], held[c], owned[c], running[c], heap_t[c],
+                    heap_j[c], times, free, pivot_s, pivot_j, started, count[c], clock_c,
+                    seen[c], bsld_s):
+        row[ROW_STATUS] = OUT_CUT
+        row[ROW_BOUND] = clock_c[VALUE]
+        row[ROW_NOW] = clock_c[NOW]
+        return
+    row[ROW_STATUS] = OUT_DONE
+    row[ROW_NOW] = clock_c[NOW]
+    bsld = score_columns(start[c], submit, runtime, censor, clock_c[UNTIL], bsld_s, row)
+    k = len(weights)
+    sums = np.zeros(k)
+    jobs = np.zeros(k, dtype=np.int64)
+    for j in range(len(bsld)):
+        sums[queue_of[j]] += bsld[j]
+        jobs[queue_of[j]] += 1
+    for q in range(k):
+        row[N_ROW + q] = sums[q] / jobs[q] if jobs[q] else 1.0
 
 
 @kernel
@@ -641,7 +628,7 @@ def mqbf_candidates(code: int, borrow: bool, weights: np.ndarray, procs: np.ndar
     :func:`olsctl.policies.forward.easy_candidates` runs EASY's: candidate c's row is
     copied from the template row (the last), given its machine setting ``setting[c]`` =
     (its machine, active processors, processors of a wake under way, pass due) and the
-    wake's time ``wake_t[c]``, run and scored into ``out[c]`` (:func:`mqbf_settle`).
+    wake's time ``wake_t[c]``, run and scored into ``out[c]`` (:func:`settle_at`).
     One whose machine is narrower than a waiting job (of those after the ``n_run``
     running) is not run: the row counts those jobs as unstarted. With ``first_met``,
     stops after the first whose ``sla`` score is at most ``limit``; when none is, with
