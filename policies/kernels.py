@@ -102,12 +102,20 @@ def order_key(code: int, now: float, submit: float, p: int, est: float) -> float
 def ordered_queue(code: int, now: float, queue, procs, est, submit) -> np.ndarray:
     """``queue`` (arrival order: submit time, job id) in order ``code``, as an int64
     array, sorted stably so that equal keys keep arrival order."""
+    ordered = np.empty(len(queue), dtype=np.int64)
+    order_into(code, now, queue, procs, est, submit, ordered)
+    return ordered
+
+
+@kernel
+def order_into(code: int, now: float, queue, procs, est, submit,
+               ordered: np.ndarray) -> None:
+    """:func:`ordered_queue` written into ``ordered[:len(queue)]``."""
     n = len(queue)
-    ordered = np.empty(n, dtype=np.int64)
     if code == FCFS:
         for i in range(n):
             ordered[i] = queue[i]
-        return ordered
+        return
     keys = np.empty(n)
     for i in range(n):
         j = queue[i]
@@ -115,7 +123,6 @@ def ordered_queue(code: int, now: float, queue, procs, est, submit) -> np.ndarra
     by_key = np.argsort(keys, kind="mergesort")
     for i in range(n):
         ordered[i] = queue[by_key[i]]
-    return ordered
 
 
 # -- one pass, in two steps (the caller starts the head's jobs in between) -----------------

@@ -34,15 +34,16 @@ from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, 
                                      note_starts, rows_scored, score_columns, still_waiting,
                                      went_to)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (INF, bound_open, insert_running, ordered_queue,
+from olsctl.policies.kernels import (INF, bound_open, insert_running, order_into,
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
 #: use, the most processors any job can get now (the free count of MQBF.md's TryStart:
-#: the positive free counts of the partitions, no more than the idle ones), and how many
-#: segments' running minima are current (:func:`running_minima`)
-SEGMENTS, IDLE, ROOM, MINIMA = 0, 1, 2, 3
-N_ROOM = 4
+#: the positive free counts of the partitions, no more than the idle ones), how many
+#: segments' running minima are current (:func:`running_minima`), and the first segment
+#: through which no processor stays free (:func:`first_empty`; -1: not known)
+SEGMENTS, IDLE, ROOM, MINIMA, EMPTY = 0, 1, 2, 3, 4
+N_ROOM = 5
 
 
 # -- partitions and queues -------------------------------------------------------------
@@ -165,14 +166,31 @@ def profile_take(times: np.ndarray, free: np.ndarray, m: int, start: float, end:
 
 
 @kernel
-def window_mins(free: np.ndarray, lo: int, hi: int, mins: np.ndarray) -> None:
-    """Each partition's least free count over segments [``lo``, ``hi``)."""
-    for p in range(free.shape[0]):
-        least = free[p, lo]
-        for i in range(lo + 1, hi):
-            if free[p, i] < least:
-                least = free[p, i]
-        mins[p] = least
+def window_fits(free: np.ndarray, lo: int, hi: int, q: int, w: int, borrow: bool,
+                mins: np.ndarray) -> bool:
+    """Whether a job of width ``w`` from queue ``q`` fits over segments [``lo``, ``hi``):
+    its own partition's least free count there is at least ``w`` or, with ``borrow``,
+    the positive least free counts of all partitions together are (what
+    :func:`partition_allocation` needs). When it fits, ``mins`` holds each partition's
+    least free count over the segments; when not, the scan stops at the first segment
+    after which it cannot fit (the least counts only fall as segments are added)."""
+    k = free.shape[0]
+    for p in range(k):
+        mins[p] = free[p, lo]
+    for i in range(lo, hi):
+        for p in range(k):
+            if free[p, i] < mins[p]:
+                mins[p] = free[p, i]
+        if mins[q] < w:
+            if not borrow:
+                return False
+            gather = 0
+            for p in range(k):
+                if mins[p] > 0:
+                    gather += mins[p]
+            if gather < w:
+                return False
+    return True
 
 
 @kernel
@@ -194,6 +212,26 @@ def running_minima(free: np.ndarray, lo: int, hi: int, least: np.ndarray) -> int
                 total += low
         least[k, i] = total
     return hi
+
+
+@kernel
+def first_empty(free: np.ndarray, least: np.ndarray, room: np.ndarray) -> int:
+    """The first segment i over which no partition keeps a processor free from now
+    through it (``least[K, i]``, the positive running minima's sum, is 0), extending the
+    running minima only as far as that; the segment count if there is none. A job whose
+    run covers that segment fits nowhere, borrowing or not. Kept in ``room[EMPTY]``
+    until the profile changes (a start or a reservation)."""
+    if room[EMPTY] >= 0:
+        return room[EMPTY]
+    m = room[SEGMENTS]
+    k = free.shape[0]
+    if room[MINIMA] < m:
+        room[MINIMA] = running_minima(free, room[MINIMA], m, least)
+    i = 0
+    while i < m and least[k, i] > 0:
+        i += 1
+    room[EMPTY] = i
+    return i
 
 
 @kernel
@@ -275,6 +313,7 @@ def mqbf_start(now: float, q: int, w: int, d: float, last: int, borrow: bool,
     partition_allocation(q, w, mins, borrow, got)
     room[SEGMENTS] = profile_take(times, free, room[SEGMENTS], now, now + d, got)
     room[MINIMA] = 0
+    room[EMPTY] = -1
     for p in range(len(now_free)):
         now_free[p] -= got[p]
     room[IDLE] -= w
@@ -296,21 +335,19 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
         if not own_ok:
             if not borrow:
                 continue
-            if positive_sum(free[:, i]) < w:
+            gather = 0
+            for p in range(free.shape[0]):
+                if free[p, i] > 0:
+                    gather += free[p, i]
+            if gather < w:
                 continue
         s = times[i]
         stop = segment_after(times, m, s + d, i + 1)
-        window_mins(free, i, stop, mins)
-        if own_ok and mins[q] >= w:
-            for p in range(len(got)):
-                got[p] = 0
-            got[q] = w
+        if window_fits(free, i, stop, q, w, borrow, mins):
+            partition_allocation(q, w, mins, borrow, got)
             room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
             room[MINIMA] = min(room[MINIMA], i)
-            return s
-        if borrow and partition_allocation(q, w, mins, borrow, got):
-            room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
-            room[MINIMA] = min(room[MINIMA], i)
+            room[EMPTY] = -1
             return s
     return INF
 
@@ -335,32 +372,87 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
     all queues merged in order. The jobs started go to ``started`` in start order, with
     their allocations in ``alloc`` and ``held``, and join ``running``. Returns (jobs
     started, running jobs). A pass in which no waiting job is narrow enough for the idle
-    processors changes nothing."""
+    processors changes nothing (:func:`pass_opens`).
+
+    This is :func:`mqbf_phases` with its scratch made for the one pass (the what-if
+    loop makes it once for all its passes)."""
+    if not pass_opens(active - busy, queue, procs, pivot_s, pivot_j):
+        return 0, n_run
     k = len(owned)
     nq = len(queue)
-    for q in range(k):
+    return mqbf_phases(code, borrow, now, active - busy, queue, procs, est, submit,
+                       queue_of, owned, held, running, n_run, alloc, times, free, pivot_s,
+                       pivot_j, started, np.empty((2, nq), dtype=np.int64),
+                       np.empty(nq, dtype=np.bool_), pass_parts(k),
+                       np.empty((k + 1, free.shape[1]), dtype=np.int64))
+
+
+@kernel
+def pass_parts(k: int) -> np.ndarray:
+    """Per-partition scratch for passes with ``k`` partitions (:func:`mqbf_phases`)."""
+    return np.empty((N_PARTS, max(k + 1, N_ROOM)), dtype=np.int64)
+
+
+@kernel
+def pass_opens(idle: int, queue: np.ndarray, procs: np.ndarray, pivot_s: np.ndarray,
+               pivot_j: np.ndarray) -> bool:
+    """Clear the pivots of a pass with ``idle`` processors not in use over ``queue``;
+    whether the pass can change anything: something waits and the narrowest waiting
+    job is no wider than the idle processors."""
+    for q in range(len(pivot_s)):
         pivot_s[q] = np.nan
         pivot_j[q] = -1
-    idle = active - busy
+    nq = len(queue)
     if idle <= 0 or nq == 0:
-        return 0, n_run
+        return False
     narrowest = procs[queue[0]]
     for i in range(1, nq):
         if procs[queue[i]] < narrowest:
             narrowest = procs[queue[i]]
-    if narrowest > idle:
-        return 0, n_run
-    ordered = ordered_queue(code, now, queue, procs, est, submit)
+    return narrowest <= idle
+
+
+#: rows of a pass's per-partition scratch (:func:`mqbf_phases`' ``parts``): each queue's
+#: first position among the grouped jobs (K + 1 entries), the next free one while they
+#: are grouped, the queues in the order of their heads, each partition's free processors
+#: now, each one's least free count over a window, a job's processors per partition,
+#: and the ``room`` slots (:data:`SEGMENTS` ...)
+P_FIRST, P_FILL, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM = 0, 1, 2, 3, 4, 5, 6
+N_PARTS = 7
+
+
+@kernel
+def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarray,
+                procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+                queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
+                running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
+                free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+                started: np.ndarray, order: np.ndarray, done: np.ndarray,
+                parts: np.ndarray, least: np.ndarray) -> tuple:
+    """Phases A and B of :func:`mqbf_pass` once :func:`pass_opens` said the pass can
+    change something (``idle`` processors not in use), with scratch for it: ``order``
+    (2 rows of at least ``len(queue)``: the jobs in order ``code``, and their positions
+    grouped by queue), ``done`` (as many), ``parts`` (:data:`N_PARTS` rows of K + 1, or
+    of :data:`N_ROOM` if that is more) and ``least`` (K + 1 rows as long as ``free``'s,
+    :func:`running_minima`)."""
+    k = len(owned)
+    nq = len(queue)
+    ordered = order[0]
+    grouped = order[1]
+    order_into(code, now, queue, procs, est, submit, ordered)
     # each queue's positions in ``ordered`` (``grouped[first[q]:first[q + 1]]``), and
     # the queues in the order of their heads
-    first = np.zeros(k + 1, dtype=np.int64)
+    first = parts[P_FIRST]
+    fill = parts[P_FILL]
+    heads = parts[P_HEADS]
+    for q in range(k + 1):
+        first[q] = 0
     for i in range(nq):
         first[queue_of[ordered[i]] + 1] += 1
     for q in range(k):
         first[q + 1] += first[q]
-    fill = first[:k].copy()
-    grouped = np.empty(nq, dtype=np.int64)
-    heads = np.empty(k, dtype=np.int64)
+    for q in range(k):
+        fill[q] = first[q]
     n_heads = 0
     for i in range(nq):
         q = queue_of[ordered[i]]
@@ -370,18 +462,19 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
         grouped[fill[q]] = i
         fill[q] += 1
     # the profile
-    now_free = np.empty(k, dtype=np.int64)
+    now_free = parts[P_NOW_FREE, :k]
     for p in range(k):
         now_free[p] = owned[p] - held[p]
-    room = np.empty(N_ROOM, dtype=np.int64)
+    room = parts[P_ROOM]
     room[IDLE] = idle
     room[ROOM] = room_now(now_free, idle)
     room[SEGMENTS] = profile_build(now, now_free, running, n_run, alloc, times, free)
     room[MINIMA] = 0
-    least = np.empty((k + 1, free.shape[1]), dtype=np.int64)  # (running_minima)
-    mins = np.empty(k, dtype=np.int64)
-    got = np.empty(k, dtype=np.int64)
-    done = np.zeros(nq, dtype=np.bool_)  # Phase A's jobs, by position: started or pivots
+    room[EMPTY] = -1
+    mins = parts[P_MINS, :k]
+    got = parts[P_GOT, :k]
+    for i in range(nq):
+        done[i] = False  # Phase A's jobs, by position: started or pivots
     ns = 0
     # Phase A
     for h in range(n_heads):
@@ -416,6 +509,11 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
         j = ordered[i]
         if done[i] or procs[j] > room[ROOM]:
             continue
+        empty = room[EMPTY]
+        if empty < 0:  # (a call passes arrays: only when not known)
+            empty = first_empty(free, least, room)
+        if empty < room[SEGMENTS] and now + est[j] > times[empty]:
+            continue  # its run would need a processor where none is left
         q = queue_of[j]
         last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
         if last >= room[MINIMA]:
@@ -515,13 +613,22 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     at_bound = count[AT_BOUND] != 0
     k = len(owned)
     cut = False
+    # one pass's scratch (mqbf_phases), for every pass: the queue only shrinks
+    order = np.empty((2, nq), dtype=np.int64)
+    done = np.empty(nq, dtype=np.bool_)
+    parts = pass_parts(k)
+    least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
     while True:
         if not at_bound:
             if due:
                 due = 0
-                ns, n_run = mqbf_pass(code, borrow, now, active, busy, queue[:nq], procs,
-                                      est, submit, queue_of, owned, held, running, n_run,
-                                      alloc, times, free, pivot_s, pivot_j, started)
+                ns = 0
+                waiting = queue[:nq]
+                if pass_opens(active - busy, waiting, procs, pivot_s, pivot_j):
+                    ns, n_run = mqbf_phases(code, borrow, now, active - busy, waiting,
+                                            procs, est, submit, queue_of, owned, held,
+                                            running, n_run, alloc, times, free, pivot_s,
+                                            pivot_j, started, order, done, parts, least)
                 if ns:
                     took, n_heap = note_starts(ns, started, now, start, procs, runtime,
                                                submit, heap_t, heap_j, n_heap, metric, acc,

@@ -171,7 +171,7 @@ def test_an_overdue_job_gives_its_processors_back_just_after_now(kernels):
     assert free[:, :3].tolist() == [[0, 2, 4], [0, 1, 4]]
     # a job of 2 processors and 30 s in queue 0 cannot start now; reserved just after now
     mins, got, room = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64), \
-        np.array([m, 0, 0, 0], dtype=np.int64)
+        np.array([m, 0, 0, 0, -1], dtype=np.int64)
     assert k.mqbf_reserve(0, 2, 30.0, True, times, free, room, mins, got) == \
         np.nextafter(100.0, np.inf)
 
