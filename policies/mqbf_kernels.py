@@ -34,7 +34,7 @@ from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, 
                                      note_starts, rows_scored, score_columns, still_waiting,
                                      went_to)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (INF, bound_open, insert_running, order_into,
+from olsctl.policies.kernels import (FCFS, INF, bound_open, insert_running, order_into,
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
@@ -166,14 +166,31 @@ def profile_take(times: np.ndarray, free: np.ndarray, m: int, start: float, end:
 
 
 @kernel
+def segment_holds(free: np.ndarray, i: int, q: int, w: int, borrow: bool) -> bool:
+    """Whether segment ``i`` alone has room for a job of width ``w`` from queue ``q``: its
+    own partition has ``w`` free there or, with ``borrow``, all partitions' positive
+    free counts together are ``w``."""
+    if free[q, i] >= w:
+        return True
+    if not borrow:
+        return False
+    gather = 0
+    for p in range(free.shape[0]):
+        if free[p, i] > 0:
+            gather += free[p, i]
+    return gather >= w
+
+
+@kernel
 def window_fits(free: np.ndarray, lo: int, hi: int, q: int, w: int, borrow: bool,
-                mins: np.ndarray) -> bool:
+                mins: np.ndarray) -> int:
     """Whether a job of width ``w`` from queue ``q`` fits over segments [``lo``, ``hi``):
     its own partition's least free count there is at least ``w`` or, with ``borrow``,
     the positive least free counts of all partitions together are (what
-    :func:`partition_allocation` needs). When it fits, ``mins`` holds each partition's
-    least free count over the segments; when not, the scan stops at the first segment
-    after which it cannot fit (the least counts only fall as segments are added)."""
+    :func:`partition_allocation` needs). Returns -1 when it fits, ``mins`` then holding
+    each partition's least free count over the segments; else the first segment after
+    which it cannot fit (the least counts only fall as segments are added), where the
+    scan stopped."""
     k = free.shape[0]
     for p in range(k):
         mins[p] = free[p, lo]
@@ -183,14 +200,14 @@ def window_fits(free: np.ndarray, lo: int, hi: int, q: int, w: int, borrow: bool
                 mins[p] = free[p, i]
         if mins[q] < w:
             if not borrow:
-                return False
+                return i
             gather = 0
             for p in range(k):
                 if mins[p] > 0:
                     gather += mins[p]
             if gather < w:
-                return False
-    return True
+                return i
+    return -1
 
 
 @kernel
@@ -225,10 +242,12 @@ def first_empty(free: np.ndarray, least: np.ndarray, room: np.ndarray) -> int:
         return room[EMPTY]
     m = room[SEGMENTS]
     k = free.shape[0]
-    if room[MINIMA] < m:
-        room[MINIMA] = running_minima(free, room[MINIMA], m, least)
     i = 0
-    while i < m and least[k, i] > 0:
+    while i < m:
+        if i == room[MINIMA]:  # (in chunks growing twice as long)
+            room[MINIMA] = running_minima(free, i, min(m, 2 * i + 8), least)
+        if least[k, i] <= 0:
+            break
         i += 1
     room[EMPTY] = i
     return i
@@ -330,25 +349,32 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
     profile, after which the running minima are current only before s. Returns s (inf:
     it never fits, and nothing is reserved)."""
     m = room[SEGMENTS]
-    for i in range(m):
-        own_ok = free[q, i] >= w
-        if not own_ok:
+    k = free.shape[0]
+    i = 0
+    while i < m:
+        if free[q, i] < w:  # (segment_holds, written out: it is asked of most segments)
             if not borrow:
+                i += 1
                 continue
             gather = 0
-            for p in range(free.shape[0]):
+            for p in range(k):
                 if free[p, i] > 0:
                     gather += free[p, i]
             if gather < w:
+                i += 1
                 continue
         s = times[i]
         stop = segment_after(times, m, s + d, i + 1)
-        if window_fits(free, i, stop, q, w, borrow, mins):
+        short = window_fits(free, i, stop, q, w, borrow, mins)
+        if short < 0:
             partition_allocation(q, w, mins, borrow, got)
             room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
             room[MINIMA] = min(room[MINIMA], i)
             room[EMPTY] = -1
             return s
+        # the windows of the later starts up to segment ``short`` cover it too: when it
+        # cannot hold the job alone, none of them fits
+        i = i + 1 if segment_holds(free, short, q, w, borrow) else short + 1
     return INF
 
 
@@ -376,7 +402,7 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
 
     This is :func:`mqbf_phases` with its scratch made for the one pass (the what-if
     loop makes it once for all its passes)."""
-    if not pass_opens(active - busy, queue, procs, pivot_s, pivot_j):
+    if not pass_opens(active - busy, narrowest_of(queue, procs), pivot_s, pivot_j):
         return 0, n_run
     k = len(owned)
     nq = len(queue)
@@ -390,35 +416,40 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
 @kernel
 def pass_parts(k: int) -> np.ndarray:
     """Per-partition scratch for passes with ``k`` partitions (:func:`mqbf_phases`)."""
-    return np.empty((N_PARTS, max(k + 1, N_ROOM)), dtype=np.int64)
+    return np.empty((N_PARTS, max(k, N_ROOM)), dtype=np.int64)
 
 
 @kernel
-def pass_opens(idle: int, queue: np.ndarray, procs: np.ndarray, pivot_s: np.ndarray,
+def narrowest_of(queue: np.ndarray, procs: np.ndarray) -> int:
+    """The fewest processors a job of ``queue`` asks for (0 for an empty queue)."""
+    if len(queue) == 0:
+        return 0
+    narrowest = procs[queue[0]]
+    for i in range(1, len(queue)):
+        if procs[queue[i]] < narrowest:
+            narrowest = procs[queue[i]]
+    return narrowest
+
+
+@kernel
+def pass_opens(idle: int, narrowest: int, pivot_s: np.ndarray,
                pivot_j: np.ndarray) -> bool:
-    """Clear the pivots of a pass with ``idle`` processors not in use over ``queue``;
-    whether the pass can change anything: something waits and the narrowest waiting
-    job is no wider than the idle processors."""
+    """Clear the pivots of a pass with ``idle`` processors not in use; whether the pass
+    can change anything: something waits (``narrowest`` > 0, the narrowest waiting
+    job's width) and it is no wider than the idle processors."""
     for q in range(len(pivot_s)):
         pivot_s[q] = np.nan
         pivot_j[q] = -1
-    nq = len(queue)
-    if idle <= 0 or nq == 0:
-        return False
-    narrowest = procs[queue[0]]
-    for i in range(1, nq):
-        if procs[queue[i]] < narrowest:
-            narrowest = procs[queue[i]]
-    return narrowest <= idle
+    return idle > 0 and 0 < narrowest <= idle
 
 
 #: rows of a pass's per-partition scratch (:func:`mqbf_phases`' ``parts``): each queue's
-#: first position among the grouped jobs (K + 1 entries), the next free one while they
-#: are grouped, the queues in the order of their heads, each partition's free processors
-#: now, each one's least free count over a window, a job's processors per partition,
-#: and the ``room`` slots (:data:`SEGMENTS` ...)
-P_FIRST, P_FILL, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM = 0, 1, 2, 3, 4, 5, 6
-N_PARTS = 7
+#: first position in the ordered queue (-1: none), the queues in the order of their
+#: heads, each partition's free processors now, each one's least free count over a
+#: window, a job's processors per partition, and the ``room`` slots (:data:`SEGMENTS`
+#: ...)
+P_HEAD, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM = 0, 1, 2, 3, 4, 5
+N_PARTS = 6
 
 
 @kernel
@@ -431,36 +462,38 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
                 parts: np.ndarray, least: np.ndarray) -> tuple:
     """Phases A and B of :func:`mqbf_pass` once :func:`pass_opens` said the pass can
     change something (``idle`` processors not in use), with scratch for it: ``order``
-    (2 rows of at least ``len(queue)``: the jobs in order ``code``, and their positions
-    grouped by queue), ``done`` (as many), ``parts`` (:data:`N_PARTS` rows of K + 1, or
-    of :data:`N_ROOM` if that is more) and ``least`` (K + 1 rows as long as ``free``'s,
-    :func:`running_minima`)."""
+    (2 rows of at least ``len(queue)``: the jobs in order ``code``, and for each
+    position the next position of the same queue, -1 for none), ``done`` (as many),
+    ``parts`` (:data:`N_PARTS` rows of K, or of :data:`N_ROOM` if that is more) and
+    ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`)."""
     k = len(owned)
     nq = len(queue)
     ordered = order[0]
-    grouped = order[1]
-    order_into(code, now, queue, procs, est, submit, ordered)
-    # each queue's positions in ``ordered`` (``grouped[first[q]:first[q + 1]]``), and
+    after = order[1]
+    if code != FCFS:
+        order_into(code, now, queue, procs, est, submit, ordered)
+    # each queue's jobs in order: its head's position, then ``after`` each one
+    head = parts[P_HEAD, :k]
+    for q in range(k):
+        head[q] = -1
+    for i in range(nq - 1, -1, -1):
+        j = queue[i] if code == FCFS else ordered[i]
+        ordered[i] = j
+        q = queue_of[j]
+        after[i] = head[q]
+        head[q] = i
+        done[i] = False  # Phase A's jobs, by position: started or pivots
     # the queues in the order of their heads
-    first = parts[P_FIRST]
-    fill = parts[P_FILL]
     heads = parts[P_HEADS]
-    for q in range(k + 1):
-        first[q] = 0
-    for i in range(nq):
-        first[queue_of[ordered[i]] + 1] += 1
-    for q in range(k):
-        first[q + 1] += first[q]
-    for q in range(k):
-        fill[q] = first[q]
     n_heads = 0
-    for i in range(nq):
-        q = queue_of[ordered[i]]
-        if fill[q] == first[q]:
-            heads[n_heads] = q
+    for q in range(k):
+        if head[q] >= 0:
+            h = n_heads
+            while h > 0 and head[heads[h - 1]] > head[q]:
+                heads[h] = heads[h - 1]
+                h -= 1
+            heads[h] = q
             n_heads += 1
-        grouped[fill[q]] = i
-        fill[q] += 1
     # the profile
     now_free = parts[P_NOW_FREE, :k]
     for p in range(k):
@@ -473,15 +506,13 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
     room[EMPTY] = -1
     mins = parts[P_MINS, :k]
     got = parts[P_GOT, :k]
-    for i in range(nq):
-        done[i] = False  # Phase A's jobs, by position: started or pivots
     ns = 0
     # Phase A
     for h in range(n_heads):
         q = heads[h]
-        g = first[q]
-        while g < first[q + 1]:
-            j = ordered[grouped[g]]
+        g = head[q]
+        while g >= 0:
+            j = ordered[g]
             if procs[j] > room[ROOM]:
                 break
             last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
@@ -493,12 +524,12 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
                        now_free, mins, got)
             started[ns] = j
             ns += 1
-            done[grouped[g]] = True
+            done[g] = True
             n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
-            g += 1
-        if g < first[q + 1]:
-            done[grouped[g]] = True
-            j = ordered[grouped[g]]
+            g = after[g]
+        if g >= 0:
+            done[g] = True
+            j = ordered[g]
             pivot_j[q] = j
             pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
                                       got)
@@ -618,14 +649,14 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     done = np.empty(nq, dtype=np.bool_)
     parts = pass_parts(k)
     least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
+    narrowest = narrowest_of(queue[:nq], procs)  # (changes only when jobs start)
     while True:
         if not at_bound:
             if due:
                 due = 0
                 ns = 0
-                waiting = queue[:nq]
-                if pass_opens(active - busy, waiting, procs, pivot_s, pivot_j):
-                    ns, n_run = mqbf_phases(code, borrow, now, active - busy, waiting,
+                if pass_opens(active - busy, narrowest, pivot_s, pivot_j):
+                    ns, n_run = mqbf_phases(code, borrow, now, active - busy, queue[:nq],
                                             procs, est, submit, queue_of, owned, held,
                                             running, n_run, alloc, times, free, pivot_s,
                                             pivot_j, started, order, done, parts, least)
@@ -635,6 +666,7 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                                                cnt, seen, bsld_s)
                     busy += took
                     nq = still_waiting(queue, nq, start)
+                    narrowest = narrowest_of(queue[:nq], procs)
             if nq == 0:
                 break
         at_bound = False
