@@ -228,7 +228,17 @@ def easy_pass(code: int, now: float, free: int, queue: np.ndarray, procs: np.nda
     job changes nothing."""
     if free <= 0 or queue.size == 0:  # nothing can start: not even worth ordering
         return 0, n_run, INF, 0, -1
-    ordered = ordered_queue(code, now, queue, procs, est, submit)
+    if code == FCFS:  # (arrival order: the queue as it is)
+        return easy_pass_over(now, free, queue, procs, est, running, n_run, started)
+    return easy_pass_over(now, free, ordered_queue(code, now, queue, procs, est, submit),
+                          procs, est, running, n_run, started)
+
+
+@kernel
+def easy_pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray,
+                   est: np.ndarray, running: np.ndarray, n_run: int,
+                   started: np.ndarray) -> tuple:
+    """:func:`easy_pass` over the waiting jobs already in the policy's order."""
     k = head_run(now, free, ordered, procs, est)
     for i in range(k):
         j = ordered[i]
