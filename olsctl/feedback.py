@@ -35,11 +35,19 @@ from operator import itemgetter
 
 import numpy as np
 
-from olsctl.metrics import bounded_slowdown
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies.jit import compiled, kernel
 
 #: defaults of ``controller.sla.feedback``
 RELAX_BELOW = 0.05
 FULL_ABOVE = 0.3
+
+
+#: the SLA metrics a window's realized value is taken in, by the code
+#: :func:`window_metric` takes
+FB_MEAN_BSLD, P95_BSLD, FB_MEAN_WAIT, FB_MAX_WAIT = 0, 1, 2, 3
+FEEDBACK_METRICS = {"mean_bsld": FB_MEAN_BSLD, "p95_bsld": P95_BSLD,
+                    "mean_wait_s": FB_MEAN_WAIT, "max_wait_s": FB_MAX_WAIT}
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class SlaFeedback:
                  window_s: float, origin_s: float, submit_s, runtime_s, estimate_s) -> None:
         self.settings = settings
         self.metric = metric
+        self._code = FEEDBACK_METRICS[metric]
         self.limit = float(limit)
         self.window_s = float(window_s)
         self.origin_s = float(origin_s)
@@ -106,22 +115,13 @@ class SlaFeedback:
         """The SLA metric of jobs ``lo:hi`` as realized by ``now_s``, and whether it is
         final (every one of them has finished; with ``final`` False, not asked: False)."""
         start = self._starts(start_s, lo, hi)
-        # a job not started (NaN) has waited until now; one started did so by now, so
-        # fmin gives its start (each wait the same subtraction)
-        wait = np.fmin(start, now_s) - self._submit[lo:hi]
-        runtime = self._runtime[lo:hi]
-        done = start + runtime <= now_s  # (false for a job not started: NaN)
-        final = final and bool(done.all())
-        if self.metric == "mean_wait_s":
-            return float(wait.mean()), final
-        if self.metric == "max_wait_s":
-            return float(wait.max()), final
-        bsld = bounded_slowdown(wait, np.where(done, runtime, self._estimate[lo:hi]))
-        if self.metric == "p95_bsld":
-            return float(np.percentile(bsld, 95)), final
-        # numpy's mean is this sum (pairwise) over the count: the same bits, a third of
-        # the time
-        return float(np.add.reduce(bsld)) / bsld.size, final
+        values = np.empty(hi - lo)
+        value, done = compiled().window_metric(
+            self._code, start, self._submit[lo:hi], self._runtime[lo:hi],
+            self._estimate[lo:hi], float(now_s), BSLD_BOUND_S, values)
+        if self._code == P95_BSLD:
+            value = float(np.percentile(values, 95))
+        return value, final and done
 
     def _starts(self, start_s: list[float], lo: int, hi: int) -> np.ndarray:
         """``start_s[lo:hi]`` as an array (a view of the known starts: read only),
@@ -184,3 +184,116 @@ class SlaFeedback:
         tight = min(1.0, max(0.0, (pressure - s.relax_below) / (s.full_above - s.relax_below)))
         least = 1.0 if self.metric.endswith("bsld") else 0.0
         return max(least, self.limit * (1.0 - tight))
+
+
+# -- the realized metric of a window's jobs, compiled (see olsctl.policies.jit) ------------
+
+
+@kernel
+def window_metric(code: int, start, submit, runtime, estimate, now: float, bound: float,
+                  values) -> tuple:
+    """The realized metric ``code`` (:data:`FEEDBACK_METRICS`) by ``now`` of the jobs of
+    the columns ``start`` (NaN: not started), ``submit``, ``runtime`` and ``estimate``
+    (at least one job), and whether every one of them has finished.
+
+    A job not started has waited until now; one started did so by now. Its bounded
+    slowdown (``1 + wait / max(bound, r)``) takes its runtime ``r`` once it has finished,
+    its estimate before. Each job's wait (wait metrics) or bounded slowdown goes to
+    ``values``; a mean is their sum as numpy's ``add.reduce`` makes it
+    (:func:`pairwise_sum`) over the count, so it has the bits numpy's mean of them has;
+    for the 95th percentile (``P95_BSLD``) the value returned is 0 and the caller takes
+    it from ``values``."""
+    n = len(start)
+    final = True
+    for i in range(n):
+        s = start[i]
+        wait = (s if s <= now else now) - submit[i]  # (NaN: not started, so now)
+        r = runtime[i]
+        if not s + r <= now:  # not finished (or not started): its estimate
+            final = False
+            r = estimate[i]
+        if code == FB_MEAN_WAIT or code == FB_MAX_WAIT:
+            values[i] = wait
+        else:
+            values[i] = 1.0 + wait / (r if r > bound else bound)
+    if code == FB_MAX_WAIT:
+        top = values[0]
+        for i in range(1, n):
+            if values[i] > top:
+                top = values[i]
+        return top, final
+    if code == P95_BSLD:
+        return 0.0, final
+    return pairwise_sum(values, 0, n) / n, final
+
+
+@kernel
+def pairwise_sum(values, lo: int, n: int) -> float:
+    """The sum of ``values[lo:lo + n]`` in numpy's order (``np.add.reduce`` of floats): a
+    run of more than 128 values is split in two halves (the first a multiple of 8 long),
+    each summed so in turn, and the two sums added; up to 128 are summed as
+    :func:`block_sum` does. Written with a stack of the halves still open instead of
+    recursion, which numba's cache does not load back."""
+    if n <= 128:
+        return block_sum(values, lo, n)
+    # open halves, innermost last: where each starts, how long it is, and (once its
+    # first half is summed) that sum
+    starts = np.empty(64, dtype=np.int64)
+    lengths = np.empty(64, dtype=np.int64)
+    firsts = np.empty(64)
+    second = np.zeros(64, dtype=np.bool_)  # its first half is summed: on the second
+    top = 0
+    starts[0], lengths[0] = lo, n
+    while True:
+        m = lengths[top]
+        if m > 128:  # open it: its first half next
+            half = m // 2
+            half -= half % 8
+            second[top] = False
+            top += 1
+            starts[top], lengths[top] = starts[top - 1], half
+            continue
+        total = block_sum(values, starts[top], m)
+        top -= 1
+        while top >= 0 and second[top]:  # both halves summed: close it
+            total = firsts[top] + total
+            top -= 1
+        if top < 0:
+            return total
+        firsts[top] = total  # its first half: the second next
+        second[top] = True
+        half = lengths[top] // 2
+        half -= half % 8
+        top += 1
+        starts[top], lengths[top] = starts[top - 1] + half, lengths[top - 1] - half
+
+
+@kernel
+def block_sum(values, lo: int, n: int) -> float:
+    """The sum of ``values[lo:lo + n]`` (n at most 128) as numpy adds such a run: fewer
+    than 8 one by one; else in eight interleaved partial sums combined in a fixed tree,
+    then the values past the last multiple of 8 one by one."""
+    if n < 8:
+        total = 0.0
+        for i in range(lo, lo + n):
+            total += values[i]
+        return total
+    r0, r1, r2, r3 = values[lo], values[lo + 1], values[lo + 2], values[lo + 3]
+    r4, r5, r6, r7 = values[lo + 4], values[lo + 5], values[lo + 6], values[lo + 7]
+    i = lo + 8
+    end8 = lo + n - n % 8
+    while i < end8:
+        r0 += values[i]
+        r1 += values[i + 1]
+        r2 += values[i + 2]
+        r3 += values[i + 3]
+        r4 += values[i + 4]
+        r5 += values[i + 5]
+        r6 += values[i + 6]
+        r7 += values[i + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        total += values[i]
+        i += 1
+    return total

@@ -10,6 +10,8 @@ the kernels' source files (numba's ``cache=True``). With ``NUMBA_DISABLE_JIT=1``
 
 So each rule is written once: the main simulator calls EASY's plain functions over its
 lists and MQBF's compiled pass over arrays; the what-if loops call the compiled ones.
+SLA feedback's realized metric (:func:`olsctl.feedback.window_metric`), which a
+controller takes every tick, is compiled the same way.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def _skip_blas_probe() -> None:
 
 def _load_kernel_modules() -> None:
     """Import every module that defines kernels, so that all are registered."""
+    import olsctl.feedback  # noqa: F401
     import olsctl.policies.forward  # noqa: F401
     import olsctl.policies.kernels  # noqa: F401
     import olsctl.policies.mqbf_kernels  # noqa: F401

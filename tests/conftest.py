@@ -155,7 +155,8 @@ def run_whatif_all(
 
 #: the tests that also run with numba's JIT disabled (marker ``nojit``): the kernels' own
 #: tests (EASY's and MQBF's), EASY's hand-worked rules and oracle, the contract suites'
-#: EASY cases (EASY and the power-aware EASY), and the compiled what-if batches' tests.
+#: EASY cases (EASY and the power-aware EASY), the compiled what-if batches' tests, and
+#: SLA feedback's kernel.
 #: ``pytest`` runs them again uncompiled in a subprocess (tests/test_kernels.py); by
 #: hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``.
 NOJIT_TESTS = {
@@ -169,6 +170,7 @@ NOJIT_TESTS = {
     "test_contract.py": ("test_whatif_reproduces_the_main_simulator[easy-",
                          "test_settings_round_trip_through_the_config[easy-"),
     "test_contract_controller.py": ("test_one_candidate_predicts_what_happens[easy-",),
+    "test_feedback.py": ("test_pairwise_sum_has_the_bits", "test_window_metric_equals"),
 }
 
 

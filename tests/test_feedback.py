@@ -239,3 +239,68 @@ def test_following_the_start_order_reads_the_same_starts(metric):
         assert got == want or (got != got and want != want)
         changed += got != 0.0
     assert changed > 100  # most ticks saw jobs
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pairwise_sum_has_the_bits_of_numpys_sum(seed):
+    """The feedback kernel's sum (olsctl.feedback.pairwise_sum) against numpy's, bit for
+    bit: every length up to 300 (each block size and remainder), then long runs that
+    split many times, and from an offset into the array."""
+    import numpy as np
+
+    from olsctl.policies.jit import compiled
+
+    pairwise_sum = compiled().pairwise_sum
+    rng = np.random.default_rng(seed)
+    lengths = list(range(1, 301)) + rng.integers(301, 40000, 40).tolist()
+    apart = 0
+    for n in lengths:
+        # bounded slowdowns: mostly near 1, a few in the thousands (order matters)
+        values = 1.0 + rng.exponential(3.0, n + 5) ** 3
+        want = float(np.add.reduce(values[5:]))
+        got = pairwise_sum(values, 5, n)
+        assert got == want, n
+        apart += got != math.fsum(values[5:])  # a sum whose order shows
+    assert apart > len(lengths) // 4
+
+
+@pytest.mark.parametrize("metric", ["mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s"])
+def test_window_metric_equals_its_definition_in_numpy(metric):
+    """The realized metric of a window's jobs, compiled (olsctl.feedback.window_metric),
+    against the definition written in numpy (waits so far for jobs not started, the
+    estimate for jobs not finished): the same bits, and whether all have finished."""
+    import numpy as np
+
+    from olsctl.feedback import FEEDBACK_METRICS
+    from olsctl.metrics import BSLD_BOUND_S, bounded_slowdown
+    from olsctl.policies.jit import compiled
+
+    rng = np.random.default_rng(11)
+    finals = 0
+    for n in [1, 2, 7, 8, 9, 64, 129, 257, 1000, 3001]:
+        for state in range(3):
+            submit = np.sort(rng.uniform(0.0, 5000.0, n))
+            runtime = rng.choice([1.0, 5.0, 10.0, 60.0, 3000.0], n)
+            estimate = runtime * rng.choice([1.0, 2.0, 7.5], n)
+            start = submit + rng.uniform(0.0, 900.0, n)
+            now = 9000.0 if state == 0 else 5500.0
+            if state == 1:  # some end just now (finished)
+                ends_now = rng.random(n) < 0.3
+                start[ends_now] = now - runtime[ends_now]
+            if state == 2:  # some not started yet
+                start[rng.random(n) < 0.3] = np.nan
+            wait = np.fmin(start, now) - submit
+            done = start + runtime <= now
+            bsld = bounded_slowdown(wait, np.where(done, runtime, estimate))
+            want = {"mean_bsld": np.mean(bsld), "p95_bsld": np.percentile(bsld, 95),
+                    "mean_wait_s": np.mean(wait), "max_wait_s": np.max(wait)}[metric]
+            values = np.empty(n)
+            got, final = compiled().window_metric(FEEDBACK_METRICS[metric], start, submit,
+                                                  runtime, estimate, now, BSLD_BOUND_S,
+                                                  values)
+            if metric == "p95_bsld":
+                got = np.percentile(values, 95)
+            assert got == want, (n, state)
+            assert final == bool(done.all()), (n, state)
+            finals += final
+    assert 0 < finals < 30
