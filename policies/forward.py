@@ -191,15 +191,23 @@ def note_starts(ns: int, started: np.ndarray, now: float, start: np.ndarray,
 
 
 @kernel
-def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray) -> int:
+def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray, ns: int) -> int:
     """Keep the jobs of ``queue[:nq]`` not started yet (start NaN) at its front, in
-    their order (the queue keeps its arrival order); returns how many."""
+    their order (the queue keeps its arrival order), ``ns`` of them having started;
+    returns how many are left. Once the ``ns`` are found, the rest move up without a
+    look at their starts."""
     kept = 0
-    for i in range(nq):
+    i = 0
+    while i < nq and kept + ns > i:  # (i - kept: the started ones found so far)
         j = queue[i]
         if start[j] != start[j]:  # NaN: still waiting
             queue[kept] = j
             kept += 1
+        i += 1
+    while i < nq:
+        queue[kept] = queue[i]
+        kept += 1
+        i += 1
     return kept
 
 
@@ -258,7 +266,7 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                                                submit, heap_t, heap_j, n_heap, metric, acc,
                                                cnt, seen, bsld_s)
                     busy += took
-                    nq = still_waiting(queue, nq, start)
+                    nq = still_waiting(queue, nq, start, ns)
             if nq == 0:
                 break
         at_bound = False

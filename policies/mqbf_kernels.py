@@ -665,7 +665,7 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                                                submit, heap_t, heap_j, n_heap, metric, acc,
                                                cnt, seen, bsld_s)
                     busy += took
-                    nq = still_waiting(queue, nq, start)
+                    nq = still_waiting(queue, nq, start, ns)
                     narrowest = narrowest_of(queue[:nq], procs)
             if nq == 0:
                 break
