@@ -628,3 +628,6 @@ def warm_up(k) -> None:
     k.closest(n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
               np.empty((2, n), np.bool_), two, False, 10.0, 0, np.ones(2, np.bool_),
               np.ones(2), two, two, out, np.zeros(2, np.bool_))
+    # SLA feedback's realized metric (olsctl.feedback), which a controller takes each tick
+    # (code 0: the mean bounded slowdown; the code is a value, not a type)
+    k.window_metric(0, np.zeros(n), np.zeros(n), est, est, 1.0, 10.0, np.empty(n))
