@@ -208,6 +208,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --ols: the controller's cost per tick on a congested "
                             "synthetic log (load 1.8, hundreds of jobs waiting for weeks) "
                             "beside a quiet log (the first named, default KTH-SP2), in turns")
+    bench.add_argument("--congested-jobs", type=int, default=None, metavar="N",
+                       help="with --ols --congested: the congested log's jobs (default "
+                            "4000; 12000 keeps a thousand and more waiting at most ticks)")
     return p
 
 

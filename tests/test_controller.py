@@ -532,6 +532,16 @@ def test_bench_ols_reports_both_worker_counts(tmp_path, capsys, monkeypatch, pol
             assert "--mqbf" in err and len(err.splitlines()) == 1
 
 
+def test_bench_congested_jobs_needs_the_congested_bench_and_a_job(capsys):
+    # the congested log's size: only with --ols --congested, and at least one job
+    for args in (["--ols", "--congested-jobs", "50"], ["--ols", "--congested",
+                                                       "--congested-jobs", "0"]):
+        assert main(["bench", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ConfigError: command line: --congested-jobs:")
+        assert len(err.splitlines()) == 1
+
+
 def test_bench_times_the_compared_policies_in_turns_with_easy():
     # the MQBF and knapsack ratios divide by EASY's time: their runs alternate with
     # EASY's, so a slow spell of the machine does not land on one side only

@@ -226,3 +226,4 @@ def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path):
         assert row.per_tick_ms == 1000.0 * row.controller_s / row.ticks
     assert busy.misses > calm.misses
     assert busy.whatifs_per_tick > calm.whatifs_per_tick
+    assert busy.mean_waiting > 5 * calm.mean_waiting > 0  # (what makes it congested)

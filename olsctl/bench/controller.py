@@ -56,7 +56,9 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
     feedback (its defaults), or the same controller over another ``policy`` (a config's
     ``policy`` mapping; None: EASY); wall time of the whole run (parsing included) and the
     controller's part of it."""
+    import json
     import tempfile
+    from pathlib import Path
 
     from olsctl.config import build_config
     from olsctl.runner import execute
@@ -115,13 +117,15 @@ EASY_OLS_CONTROLLER = {**LAWSON_CONTROLLER, "search": "cheapest-first", "n_jobs"
 class TickCostRow:
     """What EASY/OLS's controller cost on one log: its ticks, the what-ifs it ran (each
     resumption of one cut short counts), the ticks that missed the SLA (or the limit SLA
-    feedback set) and the controller's wall time (s)."""
+    feedback set), the controller's wall time (s) and the jobs waiting at a tick, on
+    average."""
 
     log: str
     ticks: int
     whatifs: int
     misses: int
     controller_s: float
+    mean_waiting: float = 0.0
 
     @property
     def per_tick_ms(self) -> float:
@@ -137,7 +141,9 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
               label: str | None = None) -> TickCostRow:
     """Run EASY under ``controller`` (default :data:`EASY_OLS_CONTROLLER`) on ``trace``
     (outputs to a temporary directory) and say what the controller cost per tick."""
+    import json
     import tempfile
+    from pathlib import Path
 
     from olsctl.config import build_config
     from olsctl.runner import execute
@@ -148,9 +154,12 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
                               source="bench")
         gc.collect()
         result = execute(config)
+        waiting = [json.loads(line)["waiting"]
+                   for line in (Path(tmp) / "decisions.jsonl").read_text().splitlines()]
     c = result.summary["controller"]
     return TickCostRow(label or result.summary["trace"], c["ticks"], c["whatifs"],
-                       c["sla_misses"], result.controller_wall_s)
+                       c["sla_misses"], result.controller_wall_s,
+                       sum(waiting) / len(waiting) if waiting else 0.0)
 
 
 def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
@@ -158,7 +167,8 @@ def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
                     estimates: str = "exact") -> tuple[TickCostRow, TickCostRow]:
     """EASY/OLS's cost per tick on a congested synthetic log (:func:`olsctl.synth.
     congested_swf` with ``spec`` and ``seed``: more work offered than the machine can do,
-    a queue of hundreds of jobs for weeks, no candidate meeting the SLA at most ticks)
+    a queue that grows for weeks (hundreds of jobs with the default spec, a thousand and
+    more with three times its jobs), no candidate meeting the SLA at most ticks)
     and on the ``quiet`` log, ``repeat`` times in turns (congested, quiet, congested,
     ...), so that a slow spell of the machine falls on both; for each, the run whose
     controller took least. Returns (congested, quiet)."""

@@ -80,17 +80,24 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
     """EASY/OLS's cost per tick on the congested synthetic log beside a quiet one."""
     from olsctl.bench import bench_congested
 
+    from olsctl.synth import CongestedSpec
+
     quiet = args.traces[0] if args.traces else "KTH-SP2"
-    rows = bench_congested(quiet, repeat=args.repeat, estimates=args.estimates)
+    spec = CongestedSpec() if args.congested_jobs is None else \
+        CongestedSpec(jobs=args.congested_jobs)
+    rows = bench_congested(quiet, spec, repeat=args.repeat, estimates=args.estimates)
     table = Table(title=f"EASY/OLS (configs/easy-ols.yaml's controller, {args.estimates} "
                         f"estimates): the controller's cost per tick, best of {args.repeat} "
                         f"in turns", title_justify="left")
-    for col in ("log", "ticks", "missed SLA", "what-ifs/tick", "controller s", "ms/tick"):
+    for col in ("log", "ticks", "waiting", "missed SLA", "what-ifs/tick", "controller s",
+                "ms/tick"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(_short(r.log), f"{r.ticks:,}", f"{r.misses:,}", f"{r.whatifs_per_tick:.2f}",
-                      f"{r.controller_s:.2f}", f"{r.per_tick_ms:.2f}")
+        table.add_row(_short(r.log), f"{r.ticks:,}", f"{r.mean_waiting:,.1f}", f"{r.misses:,}",
+                      f"{r.whatifs_per_tick:.2f}", f"{r.controller_s:.2f}",
+                      f"{r.per_tick_ms:.2f}")
     out.print(table)
+    out.print("waiting: jobs waiting at a tick, on average", highlight=False)
     congested, calm = rows
     if calm.per_tick_ms > 0:
         out.print(f"congested / {_short(calm.log)}: {congested.per_tick_ms / calm.per_tick_ms:.1f}x "
@@ -115,6 +122,12 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         paths.append(make_big_log(Path(big_dir.name)))
     if args.congested and not args.ols:
         raise ConfigError("command line: --congested: only with --ols")
+    if args.congested_jobs is not None:
+        if not args.congested:
+            raise ConfigError("command line: --congested-jobs: only with --ols --congested")
+        if args.congested_jobs < 1:
+            raise ConfigError(f"command line: --congested-jobs: must be >= 1 "
+                              f"(got {args.congested_jobs})")
     if args.ols and args.mqbf and (args.feedback or args.congested):
         raise ConfigError("command line: --mqbf: with --ols, not with --feedback or "
                           "--congested (they time EASY/OLS)")
