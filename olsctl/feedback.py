@@ -37,6 +37,7 @@ import numpy as np
 
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.jit import compiled, kernel
+from olsctl.policies.kernels import MEAN_BSLD, divisor
 
 #: defaults of ``controller.sla.feedback``
 RELAX_BELOW = 0.05
@@ -45,8 +46,8 @@ FULL_ABOVE = 0.3
 
 #: the SLA metrics a window's realized value is taken in, by the code
 #: :func:`window_metric` takes
-FB_MEAN_BSLD, P95_BSLD, FB_MEAN_WAIT, FB_MAX_WAIT = 0, 1, 2, 3
-FEEDBACK_METRICS = {"mean_bsld": FB_MEAN_BSLD, "p95_bsld": P95_BSLD,
+FB_MEAN_BSLD, FB_P95_BSLD, FB_MEAN_WAIT, FB_MAX_WAIT = 0, 1, 2, 3
+FEEDBACK_METRICS = {"mean_bsld": FB_MEAN_BSLD, "p95_bsld": FB_P95_BSLD,
                     "mean_wait_s": FB_MEAN_WAIT, "max_wait_s": FB_MAX_WAIT}
 
 
@@ -119,7 +120,7 @@ class SlaFeedback:
         value, done = compiled().window_metric(
             self._code, start, self._submit[lo:hi], self._runtime[lo:hi],
             self._estimate[lo:hi], float(now_s), BSLD_BOUND_S, values)
-        if self._code == P95_BSLD:
+        if self._code == FB_P95_BSLD:
             value = float(np.percentile(values, 95))
         return value, final and done
 
@@ -201,7 +202,7 @@ def window_metric(code: int, start, submit, runtime, estimate, now: float, bound
     its estimate before. Each job's wait (wait metrics) or bounded slowdown goes to
     ``values``; a mean is their sum as numpy's ``add.reduce`` makes it
     (:func:`pairwise_sum`) over the count, so it has the bits numpy's mean of them has;
-    for the 95th percentile (``P95_BSLD``) the value returned is 0 and the caller takes
+    for the 95th percentile (``FB_P95_BSLD``) the value returned is 0 and the caller takes
     it from ``values``."""
     n = len(start)
     final = True
@@ -215,14 +216,14 @@ def window_metric(code: int, start, submit, runtime, estimate, now: float, bound
         if code == FB_MEAN_WAIT or code == FB_MAX_WAIT:
             values[i] = wait
         else:
-            values[i] = 1.0 + wait / (r if r > bound else bound)
+            values[i] = 1.0 + wait / divisor(MEAN_BSLD, r, bound)
     if code == FB_MAX_WAIT:
         top = values[0]
         for i in range(1, n):
             if values[i] > top:
                 top = values[i]
         return top, final
-    if code == P95_BSLD:
+    if code == FB_P95_BSLD:
         return 0.0, final
     return pairwise_sum(values, 0, n) / n, final
 

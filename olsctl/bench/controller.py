@@ -56,9 +56,7 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
     feedback (its defaults), or the same controller over another ``policy`` (a config's
     ``policy`` mapping; None: EASY); wall time of the whole run (parsing included) and the
     controller's part of it."""
-    import json
     import tempfile
-    from pathlib import Path
 
     from olsctl.config import build_config
     from olsctl.runner import execute
@@ -143,7 +141,6 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
     (outputs to a temporary directory) and say what the controller cost per tick."""
     import json
     import tempfile
-    from pathlib import Path
 
     from olsctl.config import build_config
     from olsctl.runner import execute
@@ -155,7 +152,7 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
         gc.collect()
         result = execute(config)
         waiting = [json.loads(line)["waiting"]
-                   for line in (Path(tmp) / "decisions.jsonl").read_text().splitlines()]
+                   for line in (result.out_dir / "decisions.jsonl").read_text().splitlines()]
     c = result.summary["controller"]
     return TickCostRow(label or result.summary["trace"], c["ticks"], c["whatifs"],
                        c["sla_misses"], result.controller_wall_s,
