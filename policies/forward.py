@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (INF, MEAN_BSLD, WFP, bound_open, bound_start,
-                                     bound_value, easy_pass, insert_running, missed,
-                                     remove_running)
+from olsctl.policies.kernels import (FCFS, INF, MEAN_BSLD, WFP, admit, bound_open,
+                                     bound_start, bound_value, easy_pass, insert_running,
+                                     missed, remove_running, shadow_extra)
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -211,6 +211,154 @@ def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray, ns: int) -> int
     return kept
 
 
+# -- FCFS what-ifs: the queue by position, and an index over it --------------------------
+#
+# An FCFS what-if's queue is in arrival order and gets no arrivals, so while the loop
+# runs each waiting job can keep its position in ``queue``: a job that starts leaves a
+# hole (its start time is set) instead of the queue moving up behind it. Over the
+# positions a tree keeps, for each subtree, the narrowest width and the shortest estimate
+# of the jobs in it still waiting. A pass behind the blocked head (:func:`backfill_indexed`)
+# skips every subtree in which no job could pass :func:`admit`; in a congested queue that
+# is nearly all of it (most waiting jobs are wider than the few processors a completion
+# frees). It starts the same jobs, in the same order, as :func:`backfill_from` over the
+# waiting jobs: :func:`admit` decides each one, and a subtree is skipped only when its
+# narrowest width and shortest estimate fail admit's own tests.
+
+#: the width the index gives a position with no job waiting (wider than any machine)
+NO_JOB = 1 << 62
+
+
+@kernel
+def index_size(nq: int) -> int:
+    """The index's leaves for a queue of ``nq`` positions: the least power of two >= nq
+    (and >= 1). Its arrays are twice as long: node 1 is the root, node i's children are
+    2i and 2i + 1, leaf ``size + pos`` is position ``pos``."""
+    size = 1
+    while size < nq:
+        size *= 2
+    return size
+
+
+@kernel
+def index_open(queue: np.ndarray, nq: int, procs: np.ndarray, est: np.ndarray, size: int,
+               wide: np.ndarray, short: np.ndarray) -> None:
+    """Fill the index (``wide``: narrowest width, ``short``: shortest estimate, per node)
+    over the waiting jobs ``queue[:nq]``."""
+    for i in range(size):
+        if i < nq:
+            j = queue[i]
+            wide[size + i] = procs[j]
+            short[size + i] = est[j]
+        else:
+            wide[size + i] = NO_JOB
+            short[size + i] = INF
+    for i in range(size - 1, 0, -1):
+        index_up(wide, short, i)
+
+
+@kernel
+def index_up(wide: np.ndarray, short: np.ndarray, i: int) -> None:
+    """Node ``i`` of the index from its two children."""
+    a = 2 * i
+    b = a + 1
+    wide[i] = wide[a] if wide[a] < wide[b] else wide[b]
+    short[i] = short[a] if short[a] < short[b] else short[b]
+
+
+@kernel
+def index_drop(wide: np.ndarray, short: np.ndarray, size: int, pos: int) -> None:
+    """The job at position ``pos`` no longer waits: its leaf empties, and the nodes
+    above it are taken again from their children."""
+    i = size + pos
+    wide[i] = NO_JOB
+    short[i] = INF
+    i >>= 1
+    while i:
+        index_up(wide, short, i)
+        i >>= 1
+
+
+@kernel
+def may_admit(p: int, now: float, est: float, free: int, shadow_s: float,
+              extra: int) -> bool:
+    """Whether a job ``p`` processors wide with estimate ``est`` passes :func:`admit`'s
+    tests; over a subtree, with its narrowest width and shortest estimate, whether one
+    of its jobs might (if none could, it is false: widths and ``now + est`` only grow)."""
+    return p <= free and (not now + est > shadow_s or p <= extra)
+
+
+@kernel
+def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
+                     shadow_s: float, extra: int, procs: np.ndarray, est: np.ndarray,
+                     size: int, wide: np.ndarray, short: np.ndarray, started: np.ndarray,
+                     at: np.ndarray) -> tuple:
+    """:func:`backfill_from` over an FCFS what-if's queue by position, from position
+    ``first`` on, with the index (``size``, ``wide``, ``short``) of its waiting jobs: the
+    jobs to start go to ``started`` in start order, their positions to ``at``; returns
+    (how many, the extra processors left)."""
+    ns = 0
+    if first >= size:
+        return ns, extra
+    i = size + first
+    while free > 0:
+        if may_admit(wide[i], now, short[i], free, shadow_s, extra):
+            if i < size:  # a subtree that may hold one: its left half first
+                i = 2 * i
+                continue
+            j = queue[i - size]
+            left = admit(procs[j], now, est[j], free, shadow_s, extra)
+            if left >= 0:
+                extra = left
+                started[ns] = j
+                at[ns] = i - size
+                ns += 1
+                free -= procs[j]
+        while i & 1:  # on to the next subtree to the right
+            i >>= 1
+        if i == 0:
+            break
+        i += 1
+    return ns, extra
+
+
+@kernel
+def fcfs_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int, h: int,
+              procs: np.ndarray, est: np.ndarray, start: np.ndarray, running: np.ndarray,
+              n_run: int, size: int, wide: np.ndarray, short: np.ndarray,
+              started: np.ndarray, at: np.ndarray) -> tuple:
+    """:func:`olsctl.policies.kernels.easy_pass` in FCFS order over a what-if's queue by
+    position (``queue[:n_pos]``, ``waiting`` of them waiting, the first at position
+    ``h`` or after it): the jobs from the head start while they fit, then the blocked
+    head's reservation (:func:`shadow_extra`) and :func:`backfill_indexed` behind it.
+    Started jobs go to ``started`` in start order (their positions to ``at``) and join
+    ``running``. Returns (jobs started, running jobs, the position of the head)."""
+    if free <= 0 or waiting == 0:
+        return 0, n_run, h
+    k = 0
+    while h < n_pos:
+        j = queue[h]
+        if start[j] == start[j]:  # started behind an earlier head: a hole
+            h += 1
+            continue
+        if admit(procs[j], now, est[j], free, INF, 0) < 0:
+            break
+        started[k] = j
+        at[k] = h
+        k += 1
+        free -= procs[j]
+        n_run = insert_running(running, n_run, now + est[j], j)
+        h += 1
+    if h == n_pos:
+        return k, n_run, h
+    shadow_s, extra = shadow_extra(now, free, procs[queue[h]], running, n_run, procs)
+    ns, _ = backfill_indexed(now, free, queue, h + 1, shadow_s, extra, procs, est, size,
+                             wide, short, started[k:], at[k:])
+    for i in range(k, k + ns):
+        j = started[i]
+        n_run = insert_running(running, n_run, now + est[j], j)
+    return k + ns, n_run, h
+
+
 @kernel
 def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
                 now: float, submit: np.ndarray, clock: np.ndarray, heap_t: np.ndarray,
@@ -255,18 +403,40 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
     finishes = count[FINISHES]
     at_bound = count[AT_BOUND] != 0
     cut = False
+    # FCFS: the queue by position, with its index (see fcfs_pass); nq counts the jobs
+    # still waiting, n_pos the positions, h the head's
+    fcfs = code == FCFS
+    n_pos = nq
+    h = 0
+    size = index_size(n_pos if fcfs else 0)
+    wide = np.empty(2 * size, dtype=np.int64)
+    short = np.empty(2 * size)
+    at = np.empty(n_pos if fcfs else 0, dtype=np.int64)
+    if fcfs:
+        index_open(queue, n_pos, procs, est, size, wide, short)
     while True:
         if not at_bound:
             if due:
                 due = 0
-                ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq], procs,
-                                               est, submit, running, n_run, started)
+                if fcfs:
+                    ns, n_run, h = fcfs_pass(now, active - busy, queue, n_pos, nq, h, procs,
+                                             est, start, running, n_run, size, wide, short,
+                                             started, at)
+                    for i in range(ns):
+                        index_drop(wide, short, size, at[i])
+                else:
+                    ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq],
+                                                   procs, est, submit, running, n_run,
+                                                   started)
                 if ns:
                     took, n_heap = note_starts(ns, started, now, start, procs, runtime,
                                                submit, heap_t, heap_j, n_heap, metric, acc,
                                                cnt, seen, bsld_s)
                     busy += took
-                    nq = still_waiting(queue, nq, start, ns)
+                    if fcfs:
+                        nq -= ns
+                    else:
+                        nq = still_waiting(queue, nq, start, ns)
             if nq == 0:
                 break
         at_bound = False
@@ -289,6 +459,8 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
             active = count[WAKE_N]
             wake_t = INF
             due = 1
+    if fcfs:  # the queue moves up behind the jobs started, as between calls it must
+        still_waiting(queue, n_pos, start, n_pos - nq)
     clock[NOW] = now
     clock[WAKE_T] = wake_t
     count[ACTIVE] = active

@@ -283,6 +283,138 @@ def test_compiled_loop_matches_the_engine_loop(order, estimates):
     assert cut_short >= 6  # the bound and its resumption were exercised
 
 
+# -- FCFS what-ifs: the queue by position and its index ----------------------------------
+
+def _indexed_queue(rng, n_pos: int):
+    """A what-if's queue of ``n_pos`` positions (job j at position j) with holes (jobs
+    started already) and its index: (procs, est, start, size, wide, short). Widths mix
+    narrow and wide jobs as a congested queue does."""
+    from olsctl.policies import forward
+    procs = np.where(rng.random(n_pos) < 0.5, rng.integers(1, 9, size=n_pos),
+                     rng.integers(16, 65, size=n_pos)).astype(I64)
+    est = rng.choice([60.0, 300.0, 3600.0, 7200.0, 36000.0], size=n_pos)
+    start = np.full(n_pos, np.nan)
+    holes = rng.random(n_pos) < rng.choice([0.0, 0.3, 0.8])
+    start[holes] = 0.0
+    size = forward.index_size(n_pos)
+    wide, short = np.empty(2 * size, dtype=I64), np.empty(2 * size)
+    compiled().index_open(np.arange(n_pos, dtype=I64), n_pos, procs, est, size, wide, short)
+    for pos in np.flatnonzero(holes):
+        compiled().index_drop(wide, short, size, int(pos))
+    return procs, est, start, size, wide, short
+
+
+def test_the_index_skips_only_jobs_admit_refuses():
+    """Behind a blocked head, the indexed pass starts exactly the jobs backfill_from
+    starts over the waiting ones, in the same order, with the same extra processors
+    left: the index only skips subtrees none of whose jobs could pass admit."""
+    rng = np.random.default_rng(11)
+    now = 1000.0
+    tally = {"started": 0, "refused_late": 0}
+    for _ in range(400):
+        n_pos = int(rng.integers(1, 300))
+        procs, est, start, size, wide, short = _indexed_queue(rng, n_pos)
+        first = int(rng.integers(0, n_pos + 1))
+        free = int(rng.integers(0, 70))
+        shadow_s = float(rng.choice([INF, now, now + 300.0, now + 3600.0, now + 9000.0]))
+        extra = int(rng.integers(0, 20))
+        queue = np.arange(n_pos, dtype=I64)
+        waiting = [j for j in range(first, n_pos) if start[j] != start[j]]
+        want = np.zeros(n_pos + 1, dtype=I64)
+        ns_want, extra_want = kernels.backfill_from(now, free, waiting, 0, shadow_s, extra,
+                                                    procs, est, want)
+        got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
+        ns, extra_got = compiled().backfill_indexed(now, free, queue, first, shadow_s,
+                                                    extra, procs, est, size, wide, short,
+                                                    got, at)
+        assert (got[:ns].tolist(), extra_got) == (want[:ns_want].tolist(), extra_want)
+        assert at[:ns].tolist() == got[:ns].tolist()  # job j sits at position j
+        tally["started"] += ns > 0
+        tally["refused_late"] += any(p <= free and now + e > shadow_s and p > extra
+                                     for p, e in zip(procs[waiting], est[waiting]))
+    assert tally["started"] >= 100 and tally["refused_late"] >= 100, tally
+
+
+def test_the_fcfs_pass_by_position_is_easy_pass():
+    """A pass over the queue by position (holes where jobs started) starts what
+    easy_pass starts over the same jobs moved up, in order, leaves the same running
+    jobs, and reports the blocked head's position."""
+    from olsctl.policies import forward
+    rng = np.random.default_rng(5)
+    blocked = 0
+    for _ in range(300):
+        n_pos = int(rng.integers(1, 200))
+        procs, est, start, size, wide, short = _indexed_queue(rng, n_pos)
+        machine = 128
+        n_run = int(rng.integers(0, 6))
+        running = np.zeros((n_pos + 6, 2))
+        run_procs = np.concatenate([procs, rng.integers(1, 30, size=n_run)]).astype(I64)
+        for k in range(n_run):
+            forward.insert_running(running, k, 1000.0 + float(rng.integers(1, 5)) * 600.0,
+                                   n_pos + k)
+        busy = int(run_procs[n_pos:].sum())
+        free = machine - busy - int(rng.integers(0, 100))
+        waiting = np.array([j for j in range(n_pos) if start[j] != start[j]], dtype=I64)
+        h = int(waiting[0]) if waiting.size else n_pos
+        h = int(rng.integers(0, h + 1))  # the head pointer may lag behind holes
+        rows_want = running.copy()
+        want = np.zeros(n_pos + 1, dtype=I64)
+        ns_want, n_run_want, _, _, head = compiled().easy_pass(
+            kernels.FCFS, 1000.0, free, waiting, run_procs, np.concatenate([est, [1.0] * 6]),
+            np.zeros(n_pos + 6), rows_want, n_run, want)
+        got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
+        ns, n_run_got, h_got = compiled().fcfs_pass(
+            1000.0, free, np.arange(n_pos, dtype=I64), n_pos, waiting.size, h, run_procs,
+            np.concatenate([est, [1.0] * 6]), start, running, n_run, size, wide, short,
+            got, at)
+        assert got[:ns].tolist() == want[:ns_want].tolist()
+        assert n_run_got == n_run_want
+        assert running[:n_run_got].tolist() == rows_want[:n_run_want].tolist()
+        if head >= 0:
+            assert h_got == head  # job j sits at position j
+            blocked += 1
+    assert blocked >= 100, blocked
+
+
+def _congested_snapshot(seed: int, estimates: str):
+    """A snapshot with hundreds of jobs waiting: more work offered than the machine
+    does, narrow and wide jobs mixed."""
+    rng = np.random.default_rng(seed)
+    machine, n = 32, 500
+    submit = np.cumsum(rng.choice([0, 1, 3, 10], size=n)).astype(float)
+    runtime = rng.choice([5, 30, 60, 100, 400, 1000], size=n).astype(float)
+    procs = np.where(rng.random(n) < 0.5, rng.integers(1, 5, size=n),
+                     rng.integers(8, machine + 1, size=n))
+    requested = np.where(rng.random(n) < 0.3, -1.0, np.ceil(runtime * rng.choice([1, 3], n)))
+    w = make_workload(list(range(1, n + 1)), submit, runtime, procs, requested,
+                      machine_procs=machine)
+    sim = MainSimulator(w, EasyBackfill("fcfs"), w.estimate_s(estimates))
+    snaps = []
+    sim.at(float(submit[-1]), lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    return snaps[0]
+
+
+@pytest.mark.parametrize("estimates", ["exact", "user"])
+def test_compiled_fcfs_loop_matches_the_engine_loop_on_a_congested_queue(estimates):
+    """With hundreds waiting (the queue by position, holes, the index deep), the
+    compiled FCFS loop ends in the state the engine's loop (easy_pass over the queue
+    moved up) ends in, run to the end, cut short by the bound and gone on, and with a
+    horizon."""
+    for seed in range(3):
+        snap = _congested_snapshot(seed, estimates)
+        assert snap.n_waiting >= 200, snap.n_waiting
+        for name, change in CHANGES.items():
+            for stop_above, until_s in ((None, INF), (("mean_bsld", 1.5), INF),
+                                        (None, snap.now_s + 2000.0)):
+                runs = []
+                for policy in (EasyBackfill("fcfs"), PlainEasy("fcfs")):
+                    bounds, state = _drive(snap, policy, change, until_s, stop_above,
+                                           [3.0, 30.0, None])
+                    runs.append((bounds, _state_of(state)))
+                assert runs[0] == runs[1], (seed, name, stop_above, until_s)
+
+
 # -- the uncompiled subset -----------------------------------------------------------------
 
 def test_the_nojit_subset_passes_uncompiled():
