@@ -46,7 +46,7 @@ def running_block(floats: np.ndarray, n: int) -> np.ndarray:
     return floats[at:at + 2 * n].reshape((n, 2))
 
 
-@kernel
+@kernel(inline=True)
 def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) -> int:
     """Push (t, j) on the min-heap ``heap_t[:n]``, ``heap_j[:n]``; returns the new size."""
     i = n
@@ -62,7 +62,7 @@ def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) 
     return n + 1
 
 
-@kernel
+@kernel(inline=True)
 def heap_pop(heap_t: np.ndarray, heap_j: np.ndarray, n: int) -> int:
     """Drop the smallest (t, j) of the heap; returns the new size."""
     n -= 1
@@ -171,7 +171,7 @@ def easy_forward(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: 
                        floats[FLOAT_BLOCKS * n + 2 * n:], ints[INT_BLOCKS * n:], seen, bsld_s)
 
 
-@kernel
+@kernel(inline=True)
 def note_starts(ns: int, started: np.ndarray, now: float, start: np.ndarray,
                 procs: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
                 heap_t: np.ndarray, heap_j: np.ndarray, n_heap: int, metric: int,
@@ -256,7 +256,7 @@ def index_open(queue: np.ndarray, nq: int, procs: np.ndarray, est: np.ndarray, s
         index_up(wide, short, i)
 
 
-@kernel
+@kernel(inline=True)
 def index_up(wide: np.ndarray, short: np.ndarray, i: int) -> None:
     """Node ``i`` of the index from its two children."""
     a = 2 * i
@@ -265,7 +265,7 @@ def index_up(wide: np.ndarray, short: np.ndarray, i: int) -> None:
     short[i] = short[a] if short[a] < short[b] else short[b]
 
 
-@kernel
+@kernel(inline=True)
 def index_drop(wide: np.ndarray, short: np.ndarray, size: int, pos: int) -> None:
     """The job at position ``pos`` no longer waits: its leaf empties, and the nodes
     above it are taken again from their children."""
@@ -278,7 +278,7 @@ def index_drop(wide: np.ndarray, short: np.ndarray, size: int, pos: int) -> None
         i >>= 1
 
 
-@kernel
+@kernel(inline=True)
 def may_admit(p: int, now: float, est: float, free: int, shadow_s: float,
               extra: int) -> bool:
     """Whether a job ``p`` processors wide with estimate ``est`` passes :func:`admit`'s
@@ -287,7 +287,7 @@ def may_admit(p: int, now: float, est: float, free: int, shadow_s: float,
     return p <= free and (not now + est > shadow_s or p <= extra)
 
 
-@kernel
+@kernel(inline=True)
 def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                      shadow_s: float, extra: int, procs: np.ndarray, est: np.ndarray,
                      size: int, wide: np.ndarray, short: np.ndarray, started: np.ndarray,
@@ -321,7 +321,7 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
     return ns, extra
 
 
-@kernel
+@kernel(inline=True)
 def fcfs_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int, h: int,
               procs: np.ndarray, est: np.ndarray, start: np.ndarray, running: np.ndarray,
               n_run: int, size: int, wide: np.ndarray, short: np.ndarray,
@@ -359,7 +359,7 @@ def fcfs_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int
     return k + ns, n_run, h
 
 
-@kernel
+@kernel(inline=True)
 def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
                 now: float, submit: np.ndarray, clock: np.ndarray, heap_t: np.ndarray,
                 n_heap: int, wake_t: float, until: float) -> float:

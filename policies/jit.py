@@ -24,15 +24,27 @@ from typing import Callable
 
 _KERNELS: dict[str, Callable] = {}
 _COMPILED: "types.SimpleNamespace | None" = None
+#: the kernels compiled into their callers (see :func:`kernel`)
+_INLINE: set[str] = set()
 
 
-def kernel(func: Callable) -> Callable:
+def kernel(func: Callable | None = None, *, inline: bool = False) -> Callable:
     """Mark ``func`` as a kernel (returned unchanged). Kernel names are unique across
-    modules: a compiled kernel finds the others by name."""
+    modules: a compiled kernel finds the others by name.
+
+    ``@kernel(inline=True)`` marks a small step that a what-if loop takes at every event
+    (a heap push, an admit test): its compiled copy is compiled into each kernel that
+    calls it (numba's ``inline='always'``) rather than called, because there a call
+    costs more than the step, chiefly in its array arguments' reference counts. The
+    plain function, and what it computes, are the same."""
+    if func is None:
+        return lambda f: kernel(f, inline=inline)
     name = func.__name__
     if _KERNELS.get(name, func) is not func:
         raise ValueError(f"two kernels named {name!r}")
     _KERNELS[name] = func
+    if inline:
+        _INLINE.add(name)
     return func
 
 
@@ -51,7 +63,8 @@ def compiled() -> types.SimpleNamespace:
                                       func.__closure__)
             copy.__qualname__ = func.__qualname__
             copy.__module__ = func.__module__
-            scope[name] = njit(cache=True)(copy)
+            inline = "always" if name in _INLINE else "never"
+            scope[name] = njit(cache=True, inline=inline)(copy)
         _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
     return _COMPILED
 

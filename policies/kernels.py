@@ -43,7 +43,7 @@ BOUND_METRICS = {"mean_bsld": MEAN_BSLD, "mean_wait_s": MEAN_WAIT, "max_wait_s":
 # -- the rules of a pass -------------------------------------------------------------------
 
 
-@kernel
+@kernel(inline=True)
 def admit(p: int, now: float, est: float, free: int, shadow_s: float, extra: int) -> int:
     """EASY's fit test of a job of ``p`` processors and estimate ``est`` (s) at ``now``:
     the ``extra`` processors left if it may start, else -1.
@@ -60,7 +60,7 @@ def admit(p: int, now: float, est: float, free: int, shadow_s: float, extra: int
     return extra
 
 
-@kernel
+@kernel(inline=True)
 def shadow_extra(now: float, avail: int, need: int, running, n_run: int, procs) -> tuple:
     """(shadow time, extra processors) for a job of width ``need`` with ``avail``
     processors free now and ``running[:n_run]`` running.
@@ -186,7 +186,7 @@ def backfill_from(now: float, free: int, ordered, first: int, shadow_s: float, e
 # -- the running jobs, as a float array of (expected end, job) rows ----------------------
 
 
-@kernel
+@kernel(inline=True)
 def insert_running(running: np.ndarray, n_run: int, end: float, j: int) -> int:
     """Add job ``j`` expected to end at ``end`` in (end, job) order; returns the new
     count (the array must have room)."""
@@ -201,7 +201,7 @@ def insert_running(running: np.ndarray, n_run: int, end: float, j: int) -> int:
     return n_run + 1
 
 
-@kernel
+@kernel(inline=True)
 def remove_running(running: np.ndarray, n_run: int, j: int) -> int:
     """Take job ``j`` out of the running jobs; returns the new count."""
     k = 0
@@ -262,7 +262,7 @@ KNOWN, SUM_A, SUM_B, T0 = 0, 1, 2, 3
 WAITING, FIRST = 0, 1
 
 
-@kernel
+@kernel(inline=True)
 def divisor(metric: int, runtime: float, bsld_s: float) -> float:
     """What a job's wait is divided by in ``metric``: olsctl.metrics.job_bsld's
     max(runtime, ``bsld_s``) for the bounded slowdown, else 1."""
@@ -271,7 +271,7 @@ def divisor(metric: int, runtime: float, bsld_s: float) -> float:
     return 1.0
 
 
-@kernel
+@kernel(inline=True)
 def with_known(metric: int, known: float, wait: float, m: float) -> float:
     """The bound's known part once a job that waited ``wait`` (divisor ``m``) counts."""
     if metric == MEAN_BSLD:
@@ -312,7 +312,7 @@ def bound_open(metric: int, acc, cnt, seen, t0: float, run_job, start, submit, r
     cnt[FIRST] = 0  # the earliest-submitted snapshot job possibly still waiting
 
 
-@kernel
+@kernel(inline=True)
 def bound_start(metric: int, acc, cnt, seen, j: int, now: float, submit, runtime,
                 bsld_s: float) -> None:
     """Snapshot job ``j`` starts at ``now``: its wait becomes known."""
@@ -324,7 +324,7 @@ def bound_start(metric: int, acc, cnt, seen, j: int, now: float, submit, runtime
     acc[SUM_B] -= (submit[j] - acc[T0]) / m
 
 
-@kernel
+@kernel(inline=True)
 def bound_value(metric: int, acc, cnt, seen, now: float, submit) -> float:
     """The lower bound at ``now``: started jobs with their waits, waiting ones with the
     wait they have so far."""
@@ -345,7 +345,7 @@ def bound_value(metric: int, acc, cnt, seen, now: float, submit) -> float:
     return (acc[KNOWN] + extra) / n
 
 
-@kernel
+@kernel(inline=True)
 def missed(value: float, limit: float) -> bool:
     """A bound ``value`` surely above ``limit``: by a margin far above rounding."""
     return value > limit + 1e-6 * (limit if limit > 1.0 else 1.0)
