@@ -62,6 +62,23 @@ def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
     assert jit._shared_scope()["KNOWN"] == kernels.KNOWN
 
 
+def test_per_event_steps_are_compiled_into_their_callers():
+    """Kernels marked ``@kernel(inline=True)`` (the what-if loop's steps at every event)
+    are compiled into the kernels that call them, the others called; uncompiled, every
+    kernel is its plain function, which the other tests here run either way."""
+    from olsctl.policies import jit
+
+    jit._load_kernel_modules()
+    assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
+    assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
+    if numba_config.DISABLE_JIT:
+        pytest.skip("uncompiled: nothing is inlined")
+    k = compiled()
+    for name in jit._KERNELS:
+        want = "always" if name in jit._INLINE else "never"
+        assert getattr(k, name).targetoptions["inline"] == want, name
+
+
 def test_compile_kernels_reports_seconds():
     assert compile_kernels() >= 0.0
 
