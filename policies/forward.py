@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (FCFS, INF, MEAN_BSLD, WFP, admit, bound_open,
-                                     bound_start, bound_value, easy_pass, insert_running,
-                                     missed, remove_running, shadow_extra)
+from olsctl.policies.kernels import (INF, MEAN_BSLD, WFP, admit, bound_open, bound_start,
+                                     bound_value, easy_pass, insert_running, missed,
+                                     ordered_queue, remove_running, shadow_extra)
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -211,11 +211,14 @@ def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray, ns: int) -> int
     return kept
 
 
-# -- FCFS what-ifs: the queue by position, and an index over it --------------------------
+# -- what-ifs in a fixed order: the queue by position, and an index over it --------------
 #
-# An FCFS what-if's queue is in arrival order and gets no arrivals, so while the loop
-# runs each waiting job can keep its position in ``queue``: a job that starts leaves a
-# hole (its start time is set) instead of the queue moving up behind it. Over the
+# A what-if gets no arrivals, and in FCFS, SAF or SJF order a job's key (its arrival, its
+# size, its estimate) does not change while it waits: the waiting jobs keep the order
+# they had when the loop began, those that start simply leave it. So the loop puts the
+# queue in its order once, and each waiting job keeps its position there: a job that
+# starts leaves a hole (its start time is set) instead of the queue moving up behind it
+# (WFP's keys grow with the wait: its what-ifs order the queue at every pass). Over the
 # positions a tree keeps, for each subtree, the narrowest width and the shortest estimate
 # of the jobs in it still waiting. A pass behind the blocked head (:func:`backfill_indexed`)
 # skips every subtree in which no job could pass :func:`admit`; in a congested queue that
@@ -292,7 +295,7 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                      shadow_s: float, extra: int, procs: np.ndarray, est: np.ndarray,
                      size: int, wide: np.ndarray, short: np.ndarray, started: np.ndarray,
                      at: np.ndarray) -> tuple:
-    """:func:`backfill_from` over an FCFS what-if's queue by position, from position
+    """:func:`backfill_from` over a what-if's queue by position, from position
     ``first`` on, with the index (``size``, ``wide``, ``short``) of its waiting jobs: the
     jobs to start go to ``started`` in start order, their positions to ``at``; returns
     (how many, the extra processors left)."""
@@ -322,12 +325,12 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
 
 
 @kernel(inline=True)
-def fcfs_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int, h: int,
+def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int, h: int,
               procs: np.ndarray, est: np.ndarray, start: np.ndarray, running: np.ndarray,
               n_run: int, size: int, wide: np.ndarray, short: np.ndarray,
               started: np.ndarray, at: np.ndarray) -> tuple:
-    """:func:`olsctl.policies.kernels.easy_pass` in FCFS order over a what-if's queue by
-    position (``queue[:n_pos]``, ``waiting`` of them waiting, the first at position
+    """:func:`olsctl.policies.kernels.easy_pass` over a what-if's queue by position, in
+    its fixed order (``queue[:n_pos]``, ``waiting`` of them waiting, the first at position
     ``h`` or after it): the jobs from the head start while they fit, then the blocked
     head's reservation (:func:`shadow_extra`) and :func:`backfill_indexed` behind it.
     Started jobs go to ``started`` in start order (their positions to ``at``) and join
@@ -403,25 +406,25 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
     finishes = count[FINISHES]
     at_bound = count[AT_BOUND] != 0
     cut = False
-    # FCFS: the queue by position, with its index (see fcfs_pass); nq counts the jobs
-    # still waiting, n_pos the positions, h the head's
-    fcfs = code == FCFS
-    n_pos = nq
+    # in a fixed order: the queue in it, by position, with its index (see indexed_pass);
+    # nq counts the jobs still waiting, n_pos the positions, h the head's
+    fixed = code != WFP
+    n_pos = nq if fixed else 0
     h = 0
-    size = index_size(n_pos if fcfs else 0)
+    order = ordered_queue(code, now, queue[:n_pos], procs, est, submit)
+    size = index_size(n_pos)
     wide = np.empty(2 * size, dtype=np.int64)
     short = np.empty(2 * size)
-    at = np.empty(n_pos if fcfs else 0, dtype=np.int64)
-    if fcfs:
-        index_open(queue, n_pos, procs, est, size, wide, short)
+    at = np.empty(n_pos, dtype=np.int64)
+    index_open(order, n_pos, procs, est, size, wide, short)
     while True:
         if not at_bound:
             if due:
                 due = 0
-                if fcfs:
-                    ns, n_run, h = fcfs_pass(now, active - busy, queue, n_pos, nq, h, procs,
-                                             est, start, running, n_run, size, wide, short,
-                                             started, at)
+                if fixed:
+                    ns, n_run, h = indexed_pass(now, active - busy, order, n_pos, nq, h,
+                                                procs, est, start, running, n_run, size, wide,
+                                                short, started, at)
                     for i in range(ns):
                         index_drop(wide, short, size, at[i])
                 else:
@@ -433,7 +436,7 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                                                submit, heap_t, heap_j, n_heap, metric, acc,
                                                cnt, seen, bsld_s)
                     busy += took
-                    if fcfs:
+                    if fixed:
                         nq -= ns
                     else:
                         nq = still_waiting(queue, nq, start, ns)
@@ -459,8 +462,8 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
             active = count[WAKE_N]
             wake_t = INF
             due = 1
-    if fcfs:  # the queue moves up behind the jobs started, as between calls it must
-        still_waiting(queue, n_pos, start, n_pos - nq)
+    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
+        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
     clock[NOW] = now
     clock[WAKE_T] = wake_t
     count[ACTIVE] = active

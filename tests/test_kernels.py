@@ -300,7 +300,7 @@ def test_compiled_loop_matches_the_engine_loop(order, estimates):
     assert cut_short >= 6  # the bound and its resumption were exercised
 
 
-# -- FCFS what-ifs: the queue by position and its index ----------------------------------
+# -- what-ifs in a fixed order: the queue by position and its index ---------------------
 
 def _indexed_queue(rng, n_pos: int):
     """A what-if's queue of ``n_pos`` positions (job j at position j) with holes (jobs
@@ -352,7 +352,7 @@ def test_the_index_skips_only_jobs_admit_refuses():
     assert tally["started"] >= 100 and tally["refused_late"] >= 100, tally
 
 
-def test_the_fcfs_pass_by_position_is_easy_pass():
+def test_the_indexed_pass_by_position_is_easy_pass():
     """A pass over the queue by position (holes where jobs started) starts what
     easy_pass starts over the same jobs moved up, in order, leaves the same running
     jobs, and reports the blocked head's position."""
@@ -380,7 +380,7 @@ def test_the_fcfs_pass_by_position_is_easy_pass():
             kernels.FCFS, 1000.0, free, waiting, run_procs, np.concatenate([est, [1.0] * 6]),
             np.zeros(n_pos + 6), rows_want, n_run, want)
         got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
-        ns, n_run_got, h_got = compiled().fcfs_pass(
+        ns, n_run_got, h_got = compiled().indexed_pass(
             1000.0, free, np.arange(n_pos, dtype=I64), n_pos, waiting.size, h, run_procs,
             np.concatenate([est, [1.0] * 6]), start, running, n_run, size, wide, short,
             got, at)
@@ -393,7 +393,7 @@ def test_the_fcfs_pass_by_position_is_easy_pass():
     assert blocked >= 100, blocked
 
 
-def _congested_snapshot(seed: int, estimates: str):
+def _congested_snapshot(seed: int, order: str, estimates: str):
     """A snapshot with hundreds of jobs waiting: more work offered than the machine
     does, narrow and wide jobs mixed."""
     rng = np.random.default_rng(seed)
@@ -405,27 +405,29 @@ def _congested_snapshot(seed: int, estimates: str):
     requested = np.where(rng.random(n) < 0.3, -1.0, np.ceil(runtime * rng.choice([1, 3], n)))
     w = make_workload(list(range(1, n + 1)), submit, runtime, procs, requested,
                       machine_procs=machine)
-    sim = MainSimulator(w, EasyBackfill("fcfs"), w.estimate_s(estimates))
+    sim = MainSimulator(w, EasyBackfill(order), w.estimate_s(estimates))
     snaps = []
     sim.at(float(submit[-1]), lambda s: snaps.append(s.state.snapshot()))
     sim.run()
     return snaps[0]
 
 
+@pytest.mark.parametrize("order", ["fcfs", "saf", "sjf"])
 @pytest.mark.parametrize("estimates", ["exact", "user"])
-def test_compiled_fcfs_loop_matches_the_engine_loop_on_a_congested_queue(estimates):
-    """With hundreds waiting (the queue by position, holes, the index deep), the
-    compiled FCFS loop ends in the state the engine's loop (easy_pass over the queue
-    moved up) ends in, run to the end, cut short by the bound and gone on, and with a
-    horizon."""
+def test_compiled_loop_in_a_fixed_order_matches_the_engine_loop_on_a_congested_queue(
+        order, estimates):
+    """With hundreds waiting (the queue by position in its order, holes, the index
+    deep), the compiled loop ends in the state the engine's loop (easy_pass over the
+    queue moved up, ordered at every pass) ends in, run to the end, cut short by the
+    bound and gone on, and with a horizon."""
     for seed in range(3):
-        snap = _congested_snapshot(seed, estimates)
+        snap = _congested_snapshot(seed, order, estimates)
         assert snap.n_waiting >= 200, snap.n_waiting
         for name, change in CHANGES.items():
             for stop_above, until_s in ((None, INF), (("mean_bsld", 1.5), INF),
                                         (None, snap.now_s + 2000.0)):
                 runs = []
-                for policy in (EasyBackfill("fcfs"), PlainEasy("fcfs")):
+                for policy in (EasyBackfill(order), PlainEasy(order)):
                     bounds, state = _drive(snap, policy, change, until_s, stop_above,
                                            [3.0, 30.0, None])
                     runs.append((bounds, _state_of(state)))
