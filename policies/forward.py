@@ -300,8 +300,8 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
     jobs to start go to ``started`` in start order, their positions to ``at``; returns
     (how many, the extra processors left)."""
     ns = 0
-    if first >= size:
-        return ns, extra
+    if first >= size or not may_admit(wide[1], now, short[1], free, shadow_s, extra):
+        return ns, extra  # (node 1, the root: no waiting job at all might start)
     i = size + first
     while free > 0:
         if may_admit(wide[i], now, short[i], free, shadow_s, extra):
@@ -325,17 +325,19 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
 
 
 @kernel(inline=True)
-def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int, h: int,
-              procs: np.ndarray, est: np.ndarray, start: np.ndarray, running: np.ndarray,
-              n_run: int, size: int, wide: np.ndarray, short: np.ndarray,
-              started: np.ndarray, at: np.ndarray) -> tuple:
+def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: int,
+                 h: int, procs: np.ndarray, est: np.ndarray, start: np.ndarray,
+                 running: np.ndarray, n_run: int, size: int, wide: np.ndarray,
+                 short: np.ndarray, started: np.ndarray, at: np.ndarray) -> tuple:
     """:func:`olsctl.policies.kernels.easy_pass` over a what-if's queue by position, in
     its fixed order (``queue[:n_pos]``, ``waiting`` of them waiting, the first at position
     ``h`` or after it): the jobs from the head start while they fit, then the blocked
     head's reservation (:func:`shadow_extra`) and :func:`backfill_indexed` behind it.
-    Started jobs go to ``started`` in start order (their positions to ``at``) and join
-    ``running``. Returns (jobs started, running jobs, the position of the head)."""
-    if free <= 0 or waiting == 0:
+    Started jobs go to ``started`` in start order (their positions to ``at``), join
+    ``running`` and leave the index. Returns (jobs started, running jobs, a position
+    with no waiting job before it: the blocked head's, when it is reached). With fewer processors free than the narrowest waiting job needs
+    (the index's root), nothing could start: the pass is skipped."""
+    if free < wide[1] or waiting == 0:  # (free <= 0 among them: widths are >= 1)
         return 0, n_run, h
     k = 0
     while h < n_pos:
@@ -350,6 +352,7 @@ def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: 
         k += 1
         free -= procs[j]
         n_run = insert_running(running, n_run, now + est[j], j)
+        index_drop(wide, short, size, h)
         h += 1
     if h == n_pos:
         return k, n_run, h
@@ -359,6 +362,7 @@ def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: 
     for i in range(k, k + ns):
         j = started[i]
         n_run = insert_running(running, n_run, now + est[j], j)
+        index_drop(wide, short, size, at[i])
     return k + ns, n_run, h
 
 
@@ -425,8 +429,6 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                     ns, n_run, h = indexed_pass(now, active - busy, order, n_pos, nq, h,
                                                 procs, est, start, running, n_run, size, wide,
                                                 short, started, at)
-                    for i in range(ns):
-                        index_drop(wide, short, size, at[i])
                 else:
                     ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq],
                                                    procs, est, submit, running, n_run,
