@@ -301,8 +301,9 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                      at: np.ndarray) -> tuple:
     """:func:`backfill_from` over a what-if's queue by position, from position
     ``first`` on, with the index (``size``, ``wide``, ``short``) of its waiting jobs: the
-    jobs to start go to ``started`` in start order, their positions to ``at``; returns
-    (how many, the extra processors left)."""
+    jobs to start go to ``started`` in start order, their positions to ``at``, and leave
+    the index at once, so that after each start the root tells whether any other might
+    still start; returns (how many, the extra processors left)."""
     ns = 0
     if first >= size or not may_admit(wide[1], now, short[1], free, shadow_s, extra):
         return ns, extra  # (node 1, the root: no waiting job at all might start)
@@ -320,6 +321,9 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                 at[ns] = i - size
                 ns += 1
                 free -= procs[j]
+                index_drop(wide, short, size, i - size)
+                if not may_admit(wide[1], now, short[1], free, shadow_s, extra):
+                    break  # (no job left waiting might start now)
         while i & 1:  # on to the next subtree to the right
             i >>= 1
         if i == 0:
@@ -364,9 +368,7 @@ def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: 
     ns, _ = backfill_indexed(now, free, queue, h + 1, shadow_s, extra, procs, est, size,
                              wide, short, started[k:], at[k:])
     for i in range(k, k + ns):
-        j = started[i]
-        n_run = insert_running(running, n_run, now + est[j], j)
-        index_drop(wide, short, size, at[i])
+        n_run = insert_running(running, n_run, now + est[started[i]], started[i])
     return k + ns, n_run, h
 
 

@@ -326,7 +326,8 @@ def _indexed_queue(rng, n_pos: int):
 def test_the_index_skips_only_jobs_admit_refuses():
     """Behind a blocked head, the indexed pass starts exactly the jobs backfill_from
     starts over the waiting ones, in the same order, with the same extra processors
-    left: the index only skips subtrees none of whose jobs could pass admit."""
+    left, and those leave the index: it only skips subtrees none of whose jobs could
+    pass admit."""
     rng = np.random.default_rng(11)
     now = 1000.0
     tally = {"started": 0, "refused_late": 0}
@@ -343,11 +344,16 @@ def test_the_index_skips_only_jobs_admit_refuses():
         ns_want, extra_want = kernels.backfill_from(now, free, waiting, 0, shadow_s, extra,
                                                     procs, est, want)
         got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
+        wide_want, short_want = wide.copy(), short.copy()
+        for j in want[:ns_want]:  # the jobs started leave the index
+            compiled().index_drop(wide_want, short_want, size, int(j))
         ns, extra_got = compiled().backfill_indexed(now, free, queue, first, shadow_s,
                                                     extra, procs, est, size, wide, short,
                                                     got, at)
         assert (got[:ns].tolist(), extra_got) == (want[:ns_want].tolist(), extra_want)
         assert at[:ns].tolist() == got[:ns].tolist()  # job j sits at position j
+        assert np.array_equal(wide[1:], wide_want[1:])  # (node 0 is not used)
+        assert np.array_equal(short[1:], short_want[1:])
         tally["started"] += ns > 0
         tally["refused_late"] += any(p <= free and now + e > shadow_s and p > extra
                                      for p, e in zip(procs[waiting], est[waiting]))
