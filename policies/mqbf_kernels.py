@@ -31,10 +31,10 @@ from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, 
                                      OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD,
                                      ROW_NOW, ROW_STATUS, ROW_UNSTARTED, UNTIL, VALUE, WAKE_N,
                                      WAKE_T, closest_pick, cut_or_next, heap_pop, heap_push,
-                                     note_starts, rows_scored, score_columns, still_waiting,
-                                     went_to)
+                                     index_drop, index_open, index_size, note_starts,
+                                     rows_scored, score_columns, still_waiting, went_to)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (FCFS, INF, bound_open, insert_running, order_into,
+from olsctl.policies.kernels import (FCFS, INF, WFP, bound_open, insert_running, order_into,
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
@@ -483,6 +483,42 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
         after[i] = head[q]
         head[q] = i
         done[i] = False  # Phase A's jobs, by position: started or pivots
+    ns, n_run = phase_a(borrow, now, idle, ordered, after, done, procs, est, owned, held,
+                        running, n_run, alloc, times, free, pivot_s, pivot_j, started,
+                        parts, least, 0, np.empty(0, dtype=np.int64), np.empty(0))
+    # Phase B
+    room = parts[P_ROOM]
+    for i in range(nq):
+        if room[ROOM] <= 0:
+            break
+        j = ordered[i]
+        if done[i] or procs[j] > room[ROOM]:
+            continue
+        if try_backfill(borrow, now, j, procs, est, queue_of, times, free, parts, least):
+            started[ns] = j
+            ns += 1
+            n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
+                             n_run)
+    return ns, n_run
+
+
+@kernel(inline=True)
+def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.ndarray,
+            done: np.ndarray, procs: np.ndarray, est: np.ndarray, owned: np.ndarray,
+            held: np.ndarray, running: np.ndarray, n_run: int, alloc: np.ndarray,
+            times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+            started: np.ndarray, parts: np.ndarray, least: np.ndarray, size: int,
+            wide: np.ndarray, short: np.ndarray) -> tuple:
+    """A pass's profile (in ``parts``' rows and ``least``), then Phase A over the jobs
+    by position (``ordered``; each queue's first waiting position in ``parts[P_HEAD]``,
+    then ``after`` each one, passing over positions ``done``: jobs Phase B started in an
+    earlier pass): the queues in the order of their heads, each starting jobs from its
+    head while they fit, its first job that does not becoming its pivot, reserved, and
+    its head. The jobs started and the pivots are marked ``done``; with an index
+    (``size`` > 0, see :func:`olsctl.policies.forward.index_open`) the jobs started
+    leave it. Returns (jobs started, running jobs)."""
+    k = len(owned)
+    head = parts[P_HEAD, :k]
     # the queues in the order of their heads
     heads = parts[P_HEADS]
     n_heads = 0
@@ -507,7 +543,6 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
     mins = parts[P_MINS, :k]
     got = parts[P_GOT, :k]
     ns = 0
-    # Phase A
     for h in range(n_heads):
         q = heads[h]
         g = head[q]
@@ -525,36 +560,105 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
             started[ns] = j
             ns += 1
             done[g] = True
+            if size:
+                index_drop(wide, short, size, g)
             n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
             g = after[g]
+            while g >= 0 and done[g]:
+                g = after[g]
+        head[q] = g
         if g >= 0:
             done[g] = True
             j = ordered[g]
             pivot_j[q] = j
             pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
                                       got)
-    # Phase B
-    for i in range(nq):
+    return ns, n_run
+
+
+@kernel(inline=True)
+def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.ndarray,
+                 queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
+                 parts: np.ndarray, least: np.ndarray) -> bool:
+    """Phase B's try of job ``j``, neither started nor a pivot and no wider than what a
+    job can get now: it starts (:func:`mqbf_start`, its processors per partition in
+    ``parts[P_GOT]``) unless its run would need a processor where none is left
+    (:func:`first_empty`) or it does not fit (:func:`fits`)."""
+    k = free.shape[0]
+    room = parts[P_ROOM]
+    empty = room[EMPTY]
+    if empty < 0:  # (a call passes arrays: only when not known)
+        empty = first_empty(free, least, room)
+    if empty < room[SEGMENTS] and now + est[j] > times[empty]:
+        return False  # its run would need a processor where none is left
+    q = queue_of[j]
+    last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+    if last >= room[MINIMA]:
+        room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+    if not fits(procs[j], least[q, last], least[k, last], borrow):
+        return False
+    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+               parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k])
+    return True
+
+
+@kernel(inline=True)
+def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray,
+                        after: np.ndarray, done: np.ndarray, procs: np.ndarray,
+                        est: np.ndarray, queue_of: np.ndarray, owned: np.ndarray,
+                        held: np.ndarray, running: np.ndarray, n_run: int,
+                        alloc: np.ndarray, times: np.ndarray, free: np.ndarray,
+                        pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+                        parts: np.ndarray, least: np.ndarray, size: int,
+                        wide: np.ndarray, short: np.ndarray) -> tuple:
+    """:func:`mqbf_phases` over a what-if's queue by position, in its fixed order
+    (``ordered``, the jobs started in earlier passes ``done``; each queue's first
+    position kept in ``parts[P_HEAD]`` from pass to pass, and ``after`` each one), with
+    the index of its waiting jobs (``size``, ``wide``, ``short``). Phase B walks the
+    index and goes down only into subtrees whose narrowest width and shortest estimate
+    might pass: no wider than what a job can get now, nor than what all partitions
+    together keep free over the run (``least[K, last]``, the most :func:`fits` can find,
+    borrowing or not). Widths and ``now + est`` only grow, and that sum only falls as a
+    run grows longer, so a subtree failing either holds no job Phase B would start.
+    Started jobs leave the index; pivots are marked ``done`` for the pass only."""
+    k = len(owned)
+    ns, n_run = phase_a(borrow, now, idle, ordered, after, done, procs, est, owned, held,
+                        running, n_run, alloc, times, free, pivot_s, pivot_j, started,
+                        parts, least, size, wide, short)
+    room = parts[P_ROOM]
+    i = 1  # from the root, left to right
+    while size:
         if room[ROOM] <= 0:
             break
-        j = ordered[i]
-        if done[i] or procs[j] > room[ROOM]:
-            continue
-        empty = room[EMPTY]
-        if empty < 0:  # (a call passes arrays: only when not known)
-            empty = first_empty(free, least, room)
-        if empty < room[SEGMENTS] and now + est[j] > times[empty]:
-            continue  # its run would need a processor where none is left
-        q = queue_of[j]
-        last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
-        if last >= room[MINIMA]:
-            room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
-        if fits(procs[j], least[q, last], least[k, last], borrow):
-            mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
-                       now_free, mins, got)
-            started[ns] = j
-            ns += 1
-            n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
+        go = wide[i] <= room[ROOM]
+        if go:
+            last = segment_after(times, room[SEGMENTS], now + short[i], 1) - 1
+            if last >= room[MINIMA]:
+                room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+            go = wide[i] <= least[k, last]
+        if go:
+            if i < size:  # a subtree that may hold one: its left half first
+                i = 2 * i
+                continue
+            g = i - size
+            j = ordered[g]
+            if not done[g] and try_backfill(borrow, now, j, procs, est, queue_of, times,
+                                            free, parts, least):
+                started[ns] = j
+                ns += 1
+                done[g] = True
+                index_drop(wide, short, size, g)
+                n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
+                                 n_run)
+        while i & 1:  # on to the next subtree to the right
+            i >>= 1
+        if i == 0:
+            break
+        i += 1
+    head = parts[P_HEAD, :k]
+    for q in range(k):  # the pivots wait on
+        if pivot_j[q] >= 0:
+            done[head[q]] = False
     return ns, n_run
 
 
@@ -644,18 +748,46 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     at_bound = count[AT_BOUND] != 0
     k = len(owned)
     cut = False
-    # one pass's scratch (mqbf_phases), for every pass: the queue only shrinks
-    order = np.empty((2, nq), dtype=np.int64)
-    done = np.empty(nq, dtype=np.bool_)
+    # one pass's scratch, for every pass: the queue only shrinks
     parts = pass_parts(k)
     least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
+    # in a fixed order (all but WFP): the queue in it, by position, each queue's jobs
+    # linked (each queue's first position in parts[P_HEAD], then ``after`` each one),
+    # with the index of the waiting jobs (see mqbf_indexed_phases); nq counts the jobs
+    # still waiting, n_pos the positions. Else mqbf_phases orders the queue at each pass.
+    fixed = code != WFP
+    n_pos = nq if fixed else 0
+    order = np.empty((2, nq), dtype=np.int64)
+    done = np.zeros(nq, dtype=np.bool_)
+    ordered = order[0]
+    after = order[1]
+    order_into(code, now, queue[:n_pos], procs, est, submit, ordered)
+    head = parts[P_HEAD, :k]
+    for q in range(k):
+        head[q] = -1
+    for i in range(n_pos - 1, -1, -1):
+        q = queue_of[ordered[i]]
+        after[i] = head[q]
+        head[q] = i
+    size = index_size(n_pos) if fixed else 0
+    wide = np.empty(2 * size, dtype=np.int64)
+    short = np.empty(2 * size)
+    index_open(ordered, n_pos, procs, est, size, wide, short)
     narrowest = narrowest_of(queue[:nq], procs)  # (changes only when jobs start)
     while True:
         if not at_bound:
             if due:
                 due = 0
                 ns = 0
-                if pass_opens(active - busy, narrowest, pivot_s, pivot_j):
+                if not pass_opens(active - busy, narrowest, pivot_s, pivot_j):
+                    pass
+                elif fixed:
+                    ns, n_run = mqbf_indexed_phases(borrow, now, active - busy, ordered,
+                                                    after, done, procs, est, queue_of,
+                                                    owned, held, running, n_run, alloc,
+                                                    times, free, pivot_s, pivot_j, started,
+                                                    parts, least, size, wide, short)
+                else:
                     ns, n_run = mqbf_phases(code, borrow, now, active - busy, queue[:nq],
                                             procs, est, submit, queue_of, owned, held,
                                             running, n_run, alloc, times, free, pivot_s,
@@ -665,8 +797,12 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                                                submit, heap_t, heap_j, n_heap, metric, acc,
                                                cnt, seen, bsld_s)
                     busy += took
-                    nq = still_waiting(queue, nq, start, ns)
-                    narrowest = narrowest_of(queue[:nq], procs)
+                    if fixed:
+                        nq -= ns
+                        narrowest = wide[1] if nq else 0
+                    else:
+                        nq = still_waiting(queue, nq, start, ns)
+                        narrowest = narrowest_of(queue[:nq], procs)
             if nq == 0:
                 break
         at_bound = False
@@ -692,6 +828,8 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
             partition_counts(weights, active, owned)
             wake_t = INF
             due = 1
+    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
+        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
     clock[NOW] = now
     clock[WAKE_T] = wake_t
     count[ACTIVE] = active

@@ -298,7 +298,7 @@ def _same(a: tuple, b: tuple) -> bool:
 
 def _compare(snap, policy, cand, current, latency, until_s, stop_above) -> dict:
     """Both what-ifs, every outcome equal; returns what they went through."""
-    seen = {"started": 0, "cut": False, "borrowed": False}
+    seen = {"started": 0, "cut": False, "cut_late": False, "borrowed": False}
     python = list(_python_whatif(snap, policy, cand, current, latency, until_s, stop_above))
     kernel = list(_kernel_whatif(snap, policy, cand, current, latency, until_s, stop_above))
     assert len(python) == len(kernel)
@@ -309,6 +309,7 @@ def _compare(snap, policy, cand, current, latency, until_s, stop_above) -> dict:
     begun = np.flatnonzero(~np.isnan(start[nr:])) + nr
     seen["started"] = begun.size
     seen["cut"] = len(kernel) > 1
+    seen["cut_late"] = seen["cut"] and bool(np.any(~np.isnan(kernel[0][0][0][nr:])))
     seen["borrowed"] = bool(((run.alloc[begun] > 0).sum(axis=1) > 1).any())
     return seen
 
@@ -449,6 +450,58 @@ def test_the_kernel_gives_the_python_what_if_on_a_real_log(trace):
             held = np.sum([a for a in snap.running_alloc], axis=0)
             over += bool((held > np.array(policy.owned(active))).any())
     assert compared == 280 and started > 2500 and over > 50, (compared, started, over)
+
+
+def _congested_mqbf_snapshot(seed: int, spec: dict, estimates: str) -> tuple:
+    """A snapshot with hundreds of jobs waiting under the MQBF policy ``spec``: more work
+    offered than the machine does, narrow and wide jobs and short and long ones mixed
+    (all four queues of configs/mqbf-ols.yaml's boundaries used). Returns (the policy,
+    the snapshot)."""
+    rng = np.random.default_rng(seed)
+    machine, n = 48, 600
+    rows, t = [], 0
+    for i in range(n):
+        t += int(rng.choice([0, 1, 3, 10]))
+        runtime = int(rng.choice([5, 60, 400, 2000, 12000]))
+        wide = rng.random() < 0.4
+        procs = int(rng.integers(8, 25) if wide else rng.integers(1, 5))
+        requested = runtime * int(rng.choice([1, 3]))
+        rows.append((i + 1, t, runtime, procs, requested))
+    w = workload_from_rows(rows, machine)
+    policy = make_policy(spec)
+    sim = MainSimulator(w, policy, w.estimate_s(estimates))
+    snaps: list = []
+    sim.at(float(t), lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    return policy, snaps[0]
+
+
+@pytest.mark.parametrize("order", ["fcfs", "saf", "sjf"])
+@pytest.mark.parametrize("borrow", [True, False])
+def test_the_kernel_gives_the_python_what_if_on_a_congested_queue(order, borrow):
+    """With hundreds waiting (the compiled loop keeps the queue by position in its
+    order, with holes and a deep index; the Python what-if orders the queue and reads
+    all of it at every pass), every candidate's what-if gives the same outcomes:
+    narrowed, widened with a wake under way, to the end, cut short by the SLA bound and
+    gone on, and with a horizon."""
+    spec = {**MQBF_OLS, "order": order, "borrow": borrow}
+    tally = {"started": 0, "cut": 0, "cut_late": 0, "borrowed": 0}
+    for seed, estimates in ((0, "exact"), (1, "user")):
+        policy, snap = _congested_mqbf_snapshot(seed, spec, estimates)
+        assert snap.n_waiting >= 200, snap.n_waiting
+        current = Candidate(snap.active_procs)
+        for active, latency in ((48, 0.0), (30, 0.0), (36, 0.0), (48, 600.0)):
+            for stop_above, until_s in ((None, INF), (("mean_bsld", 3.0), INF),
+                                        (("max_wait_s", 20000.0), INF),
+                                        (None, snap.now_s + 3000.0)):
+                seen = _compare(snap, policy, Candidate(active), current, latency,
+                                until_s, stop_above)
+                tally["started"] += seen["started"]
+                tally["cut"] += seen["cut"]
+                tally["cut_late"] += seen["cut_late"]  # (jobs started before the cut)
+                tally["borrowed"] += seen["borrowed"]
+    assert tally["started"] > 2000 and tally["cut_late"] >= 4, tally
+    assert (tally["borrowed"] > 0) == borrow, tally
 
 
 # -- the controller's what-ifs -------------------------------------------------------------
