@@ -483,23 +483,13 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
         after[i] = head[q]
         head[q] = i
         done[i] = False  # Phase A's jobs, by position: started or pivots
-    ns, n_run = phase_a(borrow, now, idle, ordered, after, done, procs, est, owned, held,
-                        running, n_run, alloc, times, free, pivot_s, pivot_j, started,
-                        parts, least, 0, np.empty(0, dtype=np.int64), np.empty(0))
-    # Phase B
-    room = parts[P_ROOM]
-    for i in range(nq):
-        if room[ROOM] <= 0:
-            break
-        j = ordered[i]
-        if done[i] or procs[j] > room[ROOM]:
-            continue
-        if try_backfill(borrow, now, j, procs, est, queue_of, times, free, parts, least):
-            started[ns] = j
-            ns += 1
-            n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
-                             n_run)
-    return ns, n_run
+    size = index_size(nq)
+    wide = np.empty(2 * size, dtype=np.int64)
+    short = np.empty(2 * size)
+    index_open(ordered, nq, procs, est, size, wide, short)
+    return mqbf_indexed_phases(borrow, now, idle, ordered, after, done, procs, est,
+                               queue_of, owned, held, running, n_run, alloc, times, free,
+                               pivot_s, pivot_j, started, parts, least, size, wide, short)
 
 
 @kernel(inline=True)
@@ -560,8 +550,7 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
             started[ns] = j
             ns += 1
             done[g] = True
-            if size:
-                index_drop(wide, short, size, g)
+            index_drop(wide, short, size, g)
             n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
             g = after[g]
             while g >= 0 and done[g]:
@@ -579,13 +568,14 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
 @kernel(inline=True)
 def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.ndarray,
                  queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
-                 parts: np.ndarray, least: np.ndarray) -> bool:
+                 least: np.ndarray, room: np.ndarray, now_free: np.ndarray,
+                 mins: np.ndarray, got: np.ndarray) -> bool:
     """Phase B's try of job ``j``, neither started nor a pivot and no wider than what a
-    job can get now: it starts (:func:`mqbf_start`, its processors per partition in
-    ``parts[P_GOT]``) unless its run would need a processor where none is left
-    (:func:`first_empty`) or it does not fit (:func:`fits`)."""
+    job can get now, in the pass whose profile and scratch are ``times`` to ``got`` (the
+    rows of :func:`mqbf_phases`' ``parts``): it starts (:func:`mqbf_start`, its
+    processors per partition in ``got``) unless its run would need a processor where
+    none is left (:func:`first_empty`) or it does not fit (:func:`fits`)."""
     k = free.shape[0]
-    room = parts[P_ROOM]
     empty = room[EMPTY]
     if empty < 0:  # (a call passes arrays: only when not known)
         empty = first_empty(free, least, room)
@@ -598,7 +588,7 @@ def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.nd
     if not fits(procs[j], least[q, last], least[k, last], borrow):
         return False
     mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
-               parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k])
+               now_free, mins, got)
     return True
 
 
@@ -616,26 +606,35 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
     position kept in ``parts[P_HEAD]`` from pass to pass, and ``after`` each one), with
     the index of its waiting jobs (``size``, ``wide``, ``short``). Phase B walks the
     index and goes down only into subtrees whose narrowest width and shortest estimate
-    might pass: no wider than what a job can get now, nor than what all partitions
-    together keep free over the run (``least[K, last]``, the most :func:`fits` can find,
-    borrowing or not). Widths and ``now + est`` only grow, and that sum only falls as a
-    run grows longer, so a subtree failing either holds no job Phase B would start.
-    Started jobs leave the index; pivots are marked ``done`` for the pass only."""
+    might pass: no wider than what a job can get now, a run ending no later than the
+    first segment with no processor left (:func:`first_empty`, a test without a search),
+    and no wider than what all partitions together keep free over the run
+    (``least[K, last]``, the most :func:`fits` can find, borrowing or not). Widths and
+    ``now + est`` only grow, and that sum only falls as a run grows longer, so a subtree
+    failing any of them holds no job Phase B would start. Started jobs leave the index;
+    pivots are marked ``done`` for the pass only."""
     k = len(owned)
     ns, n_run = phase_a(borrow, now, idle, ordered, after, done, procs, est, owned, held,
                         running, n_run, alloc, times, free, pivot_s, pivot_j, started,
                         parts, least, size, wide, short)
     room = parts[P_ROOM]
+    now_free, mins, got = parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k]
     i = 1  # from the root, left to right
     while size:
         if room[ROOM] <= 0:
             break
         go = wide[i] <= room[ROOM]
         if go:
-            last = segment_after(times, room[SEGMENTS], now + short[i], 1) - 1
-            if last >= room[MINIMA]:
-                room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
-            go = wide[i] <= least[k, last]
+            end = now + short[i]
+            empty = room[EMPTY]
+            if empty < 0:
+                empty = first_empty(free, least, room)
+            go = not (empty < room[SEGMENTS] and end > times[empty])
+            if go:
+                last = segment_after(times, room[SEGMENTS], end, 1) - 1
+                if last >= room[MINIMA]:
+                    room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+                go = wide[i] <= least[k, last]
         if go:
             if i < size:  # a subtree that may hold one: its left half first
                 i = 2 * i
@@ -643,13 +642,12 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
             g = i - size
             j = ordered[g]
             if not done[g] and try_backfill(borrow, now, j, procs, est, queue_of, times,
-                                            free, parts, least):
+                                            free, least, room, now_free, mins, got):
                 started[ns] = j
                 ns += 1
                 done[g] = True
                 index_drop(wide, short, size, g)
-                n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
-                                 n_run)
+                n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
         while i & 1:  # on to the next subtree to the right
             i >>= 1
         if i == 0:
