@@ -9,7 +9,9 @@ the what-if loop that runs a snapshot forward with it (:func:`mqbf_forward`, as
 at each instant). :mod:`olsctl.mqbf_whatif` fills the arrays and reads them back.
 
 Every pass is a full pass: the profiles are built from the running jobs, and each
-pivot's reservation is made when the pivot is made, in pivot order. The functions only
+pivot's reservation is made when the pivot is made, in pivot order. Phase B walks an
+index over the queue's positions (:func:`mqbf_indexed_phases`): in the main simulator
+built for the pass, in a what-if once per call of the loop. The functions only
 index numpy arrays and call other kernels, so their compiled copies run them as they are.
 
 Data (n jobs, K partitions): job columns ``procs``, ``est``, ``runtime``, ``submit``,

@@ -212,14 +212,24 @@ def test_congested_log_is_seeded_deterministic_and_offers_the_load(tmp_path):
         congested_swf(tmp_path / "d.swf", CongestedSpec(load=0.0))
 
 
-def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path):
+@pytest.mark.parametrize("policy", ["easy", "mqbf"])
+def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path, monkeypatch, policy):
     # olsctl.bench.bench_congested on a small congested log against a quiet one (the same
-    # generator at a load of 0.15): both rows count ticks and what-ifs; the
+    # generator at a load of 0.15), under EASY or (olsctl bench --ols --congested --mqbf)
+    # configs/mqbf-ols.yaml's policy: both rows count ticks and what-ifs; the
     # congested log misses the SLA at more ticks and runs more what-ifs a tick.
+    import olsctl.config as config_module
     from olsctl.bench import bench_congested
+    from olsctl.bench.controller import MQBF_POLICY
 
+    ran = []  # each benched run's policy
+    build = config_module.build_config
+    monkeypatch.setattr(config_module, "build_config",
+                        lambda raw, **kw: ran.append(raw["policy"]["name"]) or build(raw, **kw))
     quiet = congested_swf(tmp_path / "quiet.swf", replace(SMALL, load=0.15), seed=1)
-    busy, calm = bench_congested(str(quiet), SMALL, seed=1)
+    busy, calm = bench_congested(str(quiet), SMALL, seed=1,
+                                 policy=MQBF_POLICY if policy == "mqbf" else None)
+    assert ran == [policy, policy]
     assert busy.log.startswith("congested (seed 1") and calm.log == "quiet.swf"
     for row in (busy, calm):
         assert row.ticks > 0 and row.whatifs >= row.ticks and row.controller_s >= 0.0

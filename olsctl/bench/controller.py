@@ -136,9 +136,10 @@ class TickCostRow:
 
 
 def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exact",
-              label: str | None = None) -> TickCostRow:
-    """Run EASY under ``controller`` (default :data:`EASY_OLS_CONTROLLER`) on ``trace``
-    (outputs to a temporary directory) and say what the controller cost per tick."""
+              label: str | None = None, policy: dict | None = None) -> TickCostRow:
+    """Run ``policy`` (default EASY) under ``controller`` (default
+    :data:`EASY_OLS_CONTROLLER`) on ``trace`` (outputs to a temporary directory) and say
+    what the controller cost per tick."""
     import json
     import tempfile
 
@@ -146,8 +147,9 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
     from olsctl.runner import execute
 
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
-        config = build_config({"trace": trace, "estimates": estimates, "policy": {"name": "easy"},
-                               "out": tmp, "controller": controller or EASY_OLS_CONTROLLER},
+        config = build_config({"trace": trace, "estimates": estimates,
+                               "policy": policy or {"name": "easy"}, "out": tmp,
+                               "controller": controller or EASY_OLS_CONTROLLER},
                               source="bench")
         gc.collect()
         result = execute(config)
@@ -161,8 +163,10 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
 
 def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
                     repeat: int = 1, controller: dict | None = None,
-                    estimates: str = "exact") -> tuple[TickCostRow, TickCostRow]:
-    """EASY/OLS's cost per tick on a congested synthetic log (:func:`olsctl.synth.
+                    estimates: str = "exact",
+                    policy: dict | None = None) -> tuple[TickCostRow, TickCostRow]:
+    """EASY/OLS's cost per tick (or ``policy``'s, e.g. :data:`MQBF_POLICY`, under the
+    same controller) on a congested synthetic log (:func:`olsctl.synth.
     congested_swf` with ``spec`` and ``seed``: more work offered than the machine can do,
     a queue that grows for weeks (hundreds of jobs with the default spec, a thousand and
     more with three times its jobs), no candidate meeting the SLA at most ticks)
@@ -182,7 +186,7 @@ def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
         label = f"congested (seed {seed}, {spec.jobs} jobs, load {spec.load:g})"
         for _ in range(repeat):
             for key, trace, name in (("congested", str(path), label), ("quiet", quiet, None)):
-                row = tick_cost(trace, controller, estimates, name)
+                row = tick_cost(trace, controller, estimates, name, policy)
                 if key not in best or row.controller_s < best[key].controller_s:
                     best[key] = row
     return best["congested"], best["quiet"]
