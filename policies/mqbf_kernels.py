@@ -467,7 +467,9 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
     (2 rows of at least ``len(queue)``: the jobs in order ``code``, and for each
     position the next position of the same queue, -1 for none), ``done`` (as many),
     ``parts`` (:data:`N_PARTS` rows of K, or of :data:`N_ROOM` if that is more) and
-    ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`)."""
+    ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`). It orders and
+    links the queue and builds the index of its positions for this pass, then runs
+    :func:`mqbf_indexed_phases`."""
     k = len(owned)
     nq = len(queue)
     ordered = order[0]
@@ -506,9 +508,10 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
     then ``after`` each one, passing over positions ``done``: jobs Phase B started in an
     earlier pass): the queues in the order of their heads, each starting jobs from its
     head while they fit, its first job that does not becoming its pivot, reserved, and
-    its head. The jobs started and the pivots are marked ``done``; with an index
-    (``size`` > 0, see :func:`olsctl.policies.forward.index_open`) the jobs started
-    leave it. Returns (jobs started, running jobs)."""
+    its head. The jobs started and the pivots are marked ``done``, and the jobs
+    started leave the index (``size``, ``wide``, ``short``: see
+    :func:`olsctl.policies.forward.index_open`). Returns (jobs started, running
+    jobs)."""
     k = len(owned)
     head = parts[P_HEAD, :k]
     # the queues in the order of their heads
@@ -603,10 +606,11 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
                         pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
                         parts: np.ndarray, least: np.ndarray, size: int,
                         wide: np.ndarray, short: np.ndarray) -> tuple:
-    """:func:`mqbf_phases` over a what-if's queue by position, in its fixed order
-    (``ordered``, the jobs started in earlier passes ``done``; each queue's first
-    position kept in ``parts[P_HEAD]`` from pass to pass, and ``after`` each one), with
-    the index of its waiting jobs (``size``, ``wide``, ``short``). Phase B walks the
+    """Phases A and B (:func:`phase_a`, then Phase B) over the queue by position in
+    its order (``ordered``, the jobs started in earlier passes ``done``; each queue's
+    first position in ``parts[P_HEAD]``, and ``after`` each one), with the index of its
+    waiting jobs (``size``, ``wide``, ``short``): :func:`mqbf_phases` makes these for
+    its one pass, a what-if's loop once per call for all its passes. Phase B walks the
     index and goes down only into subtrees whose narrowest width and shortest estimate
     might pass: no wider than what a job can get now, a run ending no later than the
     first segment with no processor left (:func:`first_empty`, a test without a search),
@@ -622,7 +626,7 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
     room = parts[P_ROOM]
     now_free, mins, got = parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k]
     i = 1  # from the root, left to right
-    while size:
+    while True:
         if room[ROOM] <= 0:
             break
         go = wide[i] <= room[ROOM]
@@ -780,7 +784,7 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
                 due = 0
                 ns = 0
                 if not pass_opens(active - busy, narrowest, pivot_s, pivot_j):
-                    pass
+                    pass  # (nothing waiting is narrow enough)
                 elif fixed:
                     ns, n_run = mqbf_indexed_phases(borrow, now, active - busy, ordered,
                                                     after, done, procs, est, queue_of,
