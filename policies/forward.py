@@ -236,21 +236,17 @@ NO_JOB = 1 << 62
 
 
 @kernel
-def index_size(nq: int) -> int:
-    """The index's leaves for a queue of ``nq`` positions: the least power of two >= nq
-    (and >= 1). Its arrays are twice as long: node 1 is the root, node i's children are
-    2i and 2i + 1, leaf ``size + pos`` is position ``pos``."""
+def index_open(queue: np.ndarray, nq: int, procs: np.ndarray, est: np.ndarray) -> tuple:
+    """The index over the waiting jobs ``queue[:nq]``, by position: (``size``, ``wide``,
+    ``short``). ``size`` leaves, the least power of two >= nq (and >= 1); the arrays are
+    twice as long: node 1 is the root, node i's children are 2i and 2i + 1, leaf
+    ``size + pos`` is position ``pos``; ``wide`` holds each node's narrowest width and
+    ``short`` its shortest estimate (an empty leaf: NO_JOB and inf)."""
     size = 1
     while size < nq:
         size *= 2
-    return size
-
-
-@kernel
-def index_open(queue: np.ndarray, nq: int, procs: np.ndarray, est: np.ndarray, size: int,
-               wide: np.ndarray, short: np.ndarray) -> None:
-    """Fill the index (``wide``: narrowest width, ``short``: shortest estimate, per node)
-    over the waiting jobs ``queue[:nq]``."""
+    wide = np.empty(2 * size, dtype=np.int64)
+    short = np.empty(2 * size)
     for i in range(size):
         if i < nq:
             j = queue[i]
@@ -261,6 +257,7 @@ def index_open(queue: np.ndarray, nq: int, procs: np.ndarray, est: np.ndarray, s
             short[size + i] = INF
     for i in range(size - 1, 0, -1):
         index_up(wide, short, i)
+    return size, wide, short
 
 
 @kernel(inline=True)
@@ -422,11 +419,8 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
     n_pos = nq if fixed else 0
     h = 0
     order = ordered_queue(code, now, queue[:n_pos], procs, est, submit)
-    size = index_size(n_pos)
-    wide = np.empty(2 * size, dtype=np.int64)
-    short = np.empty(2 * size)
+    size, wide, short = index_open(order, n_pos, procs, est)
     at = np.empty(n_pos, dtype=np.int64)
-    index_open(order, n_pos, procs, est, size, wide, short)
     while True:
         if not at_bound:
             if due:

@@ -33,10 +33,10 @@ from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, 
                                      OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD,
                                      ROW_NOW, ROW_STATUS, ROW_UNSTARTED, UNTIL, VALUE, WAKE_N,
                                      WAKE_T, closest_pick, cut_or_next, heap_pop, heap_push,
-                                     index_drop, index_open, index_size, note_starts,
+                                     index_drop, index_open, note_starts,
                                      rows_scored, score_columns, still_waiting, went_to)
 from olsctl.policies.jit import kernel
-from olsctl.policies.kernels import (FCFS, INF, WFP, bound_open, insert_running, order_into,
+from olsctl.policies.kernels import (INF, WFP, bound_open, insert_running, order_into,
                                      remove_running)
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
@@ -474,26 +474,27 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
     nq = len(queue)
     ordered = order[0]
     after = order[1]
-    if code != FCFS:
-        order_into(code, now, queue, procs, est, submit, ordered)
-    # each queue's jobs in order: its head's position, then ``after`` each one
-    head = parts[P_HEAD, :k]
-    for q in range(k):
-        head[q] = -1
-    for i in range(nq - 1, -1, -1):
-        j = queue[i] if code == FCFS else ordered[i]
-        ordered[i] = j
-        q = queue_of[j]
-        after[i] = head[q]
-        head[q] = i
-        done[i] = False  # Phase A's jobs, by position: started or pivots
-    size = index_size(nq)
-    wide = np.empty(2 * size, dtype=np.int64)
-    short = np.empty(2 * size)
-    index_open(ordered, nq, procs, est, size, wide, short)
+    order_into(code, now, queue, procs, est, submit, ordered)
+    link_queues(ordered, nq, queue_of, parts[P_HEAD, :k], after)
+    done[:nq] = False  # Phase A's jobs, by position: started or pivots
+    size, wide, short = index_open(ordered, nq, procs, est)
     return mqbf_indexed_phases(borrow, now, idle, ordered, after, done, procs, est,
                                queue_of, owned, held, running, n_run, alloc, times, free,
                                pivot_s, pivot_j, started, parts, least, size, wide, short)
+
+
+@kernel
+def link_queues(ordered: np.ndarray, n: int, queue_of: np.ndarray, head: np.ndarray,
+                after: np.ndarray) -> None:
+    """Each queue's jobs among ``ordered[:n]``, in that order: its first position in
+    ``head`` (-1: none), then the next position of the same queue ``after`` each one
+    (-1: the last)."""
+    for q in range(len(head)):
+        head[q] = -1
+    for i in range(n - 1, -1, -1):
+        q = queue_of[ordered[i]]
+        after[i] = head[q]
+        head[q] = i
 
 
 @kernel(inline=True)
@@ -766,17 +767,8 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     ordered = order[0]
     after = order[1]
     order_into(code, now, queue[:n_pos], procs, est, submit, ordered)
-    head = parts[P_HEAD, :k]
-    for q in range(k):
-        head[q] = -1
-    for i in range(n_pos - 1, -1, -1):
-        q = queue_of[ordered[i]]
-        after[i] = head[q]
-        head[q] = i
-    size = index_size(n_pos) if fixed else 0
-    wide = np.empty(2 * size, dtype=np.int64)
-    short = np.empty(2 * size)
-    index_open(ordered, n_pos, procs, est, size, wide, short)
+    link_queues(ordered, n_pos, queue_of, parts[P_HEAD, :k], after)
+    size, wide, short = index_open(ordered, n_pos, procs, est)
     narrowest = narrowest_of(queue[:nq], procs)  # (changes only when jobs start)
     while True:
         if not at_bound:

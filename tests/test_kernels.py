@@ -308,16 +308,13 @@ def _indexed_queue(rng, n_pos: int):
     """A what-if's queue of ``n_pos`` positions (job j at position j) with holes (jobs
     started already) and its index: (procs, est, start, size, wide, short). Widths mix
     narrow and wide jobs as a congested queue does."""
-    from olsctl.policies import forward
     procs = np.where(rng.random(n_pos) < 0.5, rng.integers(1, 9, size=n_pos),
                      rng.integers(16, 65, size=n_pos)).astype(I64)
     est = rng.choice([60.0, 300.0, 3600.0, 7200.0, 36000.0], size=n_pos)
     start = np.full(n_pos, np.nan)
     holes = rng.random(n_pos) < rng.choice([0.0, 0.3, 0.8])
     start[holes] = 0.0
-    size = forward.index_size(n_pos)
-    wide, short = np.empty(2 * size, dtype=I64), np.empty(2 * size)
-    compiled().index_open(np.arange(n_pos, dtype=I64), n_pos, procs, est, size, wide, short)
+    size, wide, short = compiled().index_open(np.arange(n_pos, dtype=I64), n_pos, procs, est)
     for pos in np.flatnonzero(holes):
         compiled().index_drop(wide, short, size, int(pos))
     return procs, est, start, size, wide, short

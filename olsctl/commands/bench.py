@@ -81,7 +81,6 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
     log beside a quiet one."""
     from olsctl.bench import bench_congested
     from olsctl.bench.controller import MQBF_POLICY
-
     from olsctl.synth import CongestedSpec
 
     quiet = args.traces[0] if args.traces else "KTH-SP2"
