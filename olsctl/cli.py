@@ -24,14 +24,16 @@ from olsctl.workload import BUNDLED
 
 if TYPE_CHECKING:  # at run time, imported on use by __getattr__
     from olsctl.commands.bench import cmd_bench
-    from olsctl.commands.logs import cmd_convert_nrel, cmd_convert_slurm, cmd_trace_info
+    from olsctl.commands.logs import (cmd_convert_nrel, cmd_convert_slurm,
+                                      cmd_trace_congested, cmd_trace_info)
     from olsctl.commands.results import cmd_predict, cmd_report
     from olsctl.commands.run import _strict_text, cmd_monitor, cmd_run
     from olsctl.commands.study import cmd_study, cmd_tune
 
 __all__ = ["COMMANDS", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "Handler", "_strict_text",
            "cmd_bench", "cmd_convert_nrel", "cmd_convert_slurm", "cmd_monitor", "cmd_predict",
-           "cmd_report", "cmd_run", "cmd_study", "cmd_trace_info", "cmd_tune", "command_name",
+           "cmd_report", "cmd_run", "cmd_study", "cmd_trace_congested", "cmd_trace_info",
+           "cmd_tune", "command_name",
            "entry_point", "main"]
 
 #: a command's handler: (parsed arguments, output console, error console) -> exit code
@@ -40,7 +42,8 @@ Handler = Callable[[argparse.Namespace, Console, Console], int]
 #: the module in :mod:`olsctl.commands` of each name taken from there
 _MODULE_OF = {
     "cmd_run": "run", "cmd_monitor": "run", "_strict_text": "run",
-    "cmd_trace_info": "logs", "cmd_convert_nrel": "logs", "cmd_convert_slurm": "logs",
+    "cmd_trace_info": "logs", "cmd_trace_congested": "logs",
+    "cmd_convert_nrel": "logs", "cmd_convert_slurm": "logs",
     "cmd_predict": "results", "cmd_report": "results",
     "cmd_study": "study", "cmd_tune": "study",
     "cmd_bench": "bench",
@@ -110,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     mon.add_argument("--speed", type=float, default=20.0, metavar="X",
                      help="replay at X samples per second (default 20)")
 
-    trace = sub.add_parser("trace", help="inspect workload files")
+    trace = sub.add_parser("trace", help="inspect workload files, or write a synthetic one")
     tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
     info = tsub.add_parser("info", help="summary of an SWF file")
     info.add_argument("file", help="SWF file or bundled log name")
@@ -121,6 +124,21 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--power", action="store_true",
                       help="also show the synthetic job power profiles (default model)")
     info.add_argument("--seed", type=int, default=0, help="seed of the power profiles")
+    cong = tsub.add_parser(
+        "congested", help="write a congested synthetic SWF log (the one bench --congested uses)",
+        description="Write the congested synthetic log of `olsctl bench --ols --congested`: "
+                    "more work offered than the machine can do, half of it wide and long, "
+                    "so that the queue grows for weeks. The same options and seed give the "
+                    "same bytes.")
+    cong.add_argument("file", help="SWF file to write (refused if it exists, unless --force)")
+    cong.add_argument("--jobs", type=int, default=4000,
+                      help="jobs in the log (default 4000, as the bench; 12000 keeps a "
+                           "thousand and more waiting)")
+    cong.add_argument("--procs", type=int, default=128, help="machine size (default 128)")
+    cong.add_argument("--load", type=float, default=1.8,
+                      help="offered load: work over what the machine can do (default 1.8)")
+    cong.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    cong.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
     pred = sub.add_parser("predict", help="how well job power predictors do on a log",
                           description="Replay a log under EASY and report the mean absolute "
@@ -224,6 +242,7 @@ COMMANDS: dict[str, Handler] = {
     "run": _handler("cmd_run"),
     "monitor": _handler("cmd_monitor"),
     "trace info": _handler("cmd_trace_info"),
+    "trace congested": _handler("cmd_trace_congested"),
     "predict": _handler("cmd_predict"),
     "report": _handler("cmd_report"),
     "convert nrel": _handler("cmd_convert_nrel"),

@@ -15,6 +15,7 @@ integer, so the same arguments give the same bytes.
 from __future__ import annotations
 
 import math
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,8 @@ class CongestedSpec:
             raise ValueError(f"jobs: must be >= 1 (got {self.jobs})")
         if self.procs < 16:
             raise ValueError(f"procs: must be >= 16 (got {self.procs})")
-        if not self.load > 0:
-            raise ValueError(f"load: must be > 0 (got {self.load})")
+        if not 0 < self.load < math.inf:
+            raise ValueError(f"load: must be a number > 0 (got {self.load})")
         if not 0.0 <= self.wide_share <= 1.0:
             raise ValueError(f"wide_share: must be in [0, 1] (got {self.wide_share})")
         for name in ("wide_runtime_s", "narrow_runtime_s"):
@@ -112,5 +113,11 @@ def congested_swf(path: str | Path, spec: CongestedSpec | None = None, seed: int
         lines.append(f"{k} {submit_s} -1 {runtime_s} {procs} -1 -1 {procs} {estimate_s} "
                      f"-1 1 {user} 1 -1 1 -1 -1 -1")
     path = Path(path)
-    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    part = path.with_name(path.name + ".part")  # written whole, then renamed: never half
+    try:
+        part.write_text("\n".join(lines) + "\n", encoding="ascii")
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     return path

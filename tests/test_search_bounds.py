@@ -237,3 +237,45 @@ def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path, monkeypatc
     assert busy.misses > calm.misses
     assert busy.whatifs_per_tick > calm.whatifs_per_tick
     assert busy.mean_waiting > 5 * calm.mean_waiting > 0  # (what makes it congested)
+
+
+def test_trace_congested_writes_the_bench_log_whole_or_not_at_all(tmp_path, capsys, monkeypatch):
+    # olsctl trace congested FILE: the log the bench draws (olsctl.synth.congested_swf with
+    # the same settings and seed), its size and load as asked; an existing file is kept
+    # unless --force; a bad setting or an interrupted write leaves nothing behind
+    from olsctl.cli import main
+    from olsctl.workload import load_workload
+
+    out = tmp_path / "c.swf"
+    args = ["trace", "congested", str(out), "--jobs", "300", "--procs", "32", "--seed", "7"]
+    assert main(args) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert out.read_bytes() == congested_swf(tmp_path / "ref.swf", SMALL, seed=7).read_bytes()
+    w = load_workload(out)
+    assert len(w) == 300 and w.machine_procs == 32
+    offered = float((w.procs * w.runtime_s).sum()) / (32 * float(w.submit_s.max()))
+    assert offered == pytest.approx(1.8, rel=0.01)
+
+    before = out.read_bytes()
+    assert main(args[:-1] + ["8"]) == 2  # another seed, no --force: refused, file kept
+    assert capsys.readouterr().err.strip() == f"ConfigError: {out}: already exists (--force overwrites it)"
+    assert out.read_bytes() == before
+    assert main(args[:-1] + ["8", "--force"]) == 0
+    assert out.read_bytes() != before
+
+    for bad, key in ((["--jobs", "0"], "--jobs"), (["--procs", "8"], "--procs"),
+                     (["--load", "0"], "--load"), (["--load", "inf"], "--load")):
+        new = tmp_path / "bad.swf"
+        assert main(["trace", "congested", str(new)] + bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ConfigError: command line: {key}:") and "\n" not in err
+        assert not new.exists()
+    assert main(["trace", "congested", str(tmp_path / "no" / "x.swf")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+    def interrupted(src, dst):  # Ctrl-C between writing and renaming
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("olsctl.synth.os.replace", interrupted)
+    assert main(["trace", "congested", str(tmp_path / "cut.swf")]) == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.swf", "ref.swf"]

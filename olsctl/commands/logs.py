@@ -1,5 +1,5 @@
-"""The commands on input logs: ``olsctl trace info`` (a log's summary) and ``olsctl
-convert`` (other logs as SWF).
+"""The commands on input logs: ``olsctl trace info`` (a log's summary), ``olsctl trace
+congested`` (a congested synthetic log) and ``olsctl convert`` (other logs as SWF).
 """
 
 from __future__ import annotations
@@ -38,6 +38,33 @@ def cmd_trace_info(args: argparse.Namespace, out: Console, err: Console) -> int:
             from olsctl.reporting import power_info_view
 
             out.print(power_info_view(info["power"]))
+    return EXIT_OK
+
+
+def cmd_trace_congested(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl trace congested``: the congested synthetic log (:mod:`olsctl.synth`) as
+    SWF, written whole or not at all."""
+    from olsctl.synth import CongestedSpec, congested_swf
+
+    spec = CongestedSpec(jobs=args.jobs, procs=args.procs, load=args.load)
+    try:
+        spec.check()
+    except ValueError as exc:  # "jobs: must be >= 1 (got 0)"
+        raise ConfigError(f"command line: --{exc}") from None
+    path = Path(args.file)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a file to write")
+    if path.exists() and not args.force:
+        raise ConfigError(f"{path}: already exists (--force overwrites it)")
+    if not path.parent.is_dir():
+        raise ConfigError(f"{path}: directory {path.parent} does not exist")
+    try:
+        congested_swf(path, spec, args.seed)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    out.print(f"wrote {path} ({spec.jobs:,} jobs on {spec.procs:,} processors, offered load "
+              f"{spec.load:g}, seed {args.seed})", highlight=False, markup=False,
+              soft_wrap=True)
     return EXIT_OK
 
 
