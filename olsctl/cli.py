@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # at run time, imported on use by __getattr__
 __all__ = ["COMMANDS", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "Handler", "_strict_text",
            "cmd_bench", "cmd_convert_nrel", "cmd_convert_slurm", "cmd_monitor", "cmd_predict",
            "cmd_report", "cmd_run", "cmd_study", "cmd_trace_congested", "cmd_trace_info",
-           "cmd_tune", "command_name",
-           "entry_point", "main"]
+           "cmd_tune", "command_name", "entry_point", "main"]
 
 #: a command's handler: (parsed arguments, output console, error console) -> exit code
 Handler = Callable[[argparse.Namespace, Console, Console], int]
