@@ -394,10 +394,32 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
                 started: np.ndarray, clock: np.ndarray, count: np.ndarray, seen: np.ndarray,
                 bsld_s: float) -> bool:
-    """The loop of :func:`easy_forward`. At each instant: the completions due (the heap
-    of true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active),
-    then one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival
-    order; ``start`` gets each start. The arrays hold the whole run between calls."""
+    """The loop of :func:`easy_forward` (:func:`forward_loop`), with what it needs for
+    this call: in a fixed order (all but WFP), the waiting jobs in that order, by
+    position, with their index (see :func:`indexed_pass`)."""
+    n_pos = count[NQ] if code != WFP else 0
+    order = ordered_queue(code, clock[NOW], queue[:n_pos], procs, est, submit)
+    size, wide, short = index_open(order, n_pos, procs, est)
+    at = np.empty(n_pos, dtype=np.int64)
+    return forward_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
+                        heap_j, started, clock, count, seen, bsld_s, order, size, wide,
+                        short, at)
+
+
+@kernel(refcounts=False)
+def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
+                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                 started: np.ndarray, clock: np.ndarray, count: np.ndarray,
+                 seen: np.ndarray, bsld_s: float, order: np.ndarray, size: int,
+                 wide: np.ndarray, short: np.ndarray, at: np.ndarray) -> bool:
+    """:func:`run_forward`'s loop. At each instant: the completions due (the heap of
+    true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active), then
+    one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival order;
+    ``start`` gets each start. The arrays hold the whole run between calls. In a fixed
+    order, ``order`` holds the waiting jobs by position, with their index (``size``,
+    ``wide``, ``short``) and room for a pass's positions (``at``); it allocates nothing
+    (compiled without reference counts)."""
     acc = clock[N_CLOCK:]
     cnt = count[BOUND_COUNTS:]
     now = clock[NOW]
@@ -413,14 +435,11 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
     finishes = count[FINISHES]
     at_bound = count[AT_BOUND] != 0
     cut = False
-    # in a fixed order: the queue in it, by position, with its index (see indexed_pass);
-    # nq counts the jobs still waiting, n_pos the positions, h the head's
+    # in a fixed order: nq counts the jobs still waiting, n_pos the positions, h the
+    # head's
     fixed = code != WFP
     n_pos = nq if fixed else 0
     h = 0
-    order = ordered_queue(code, now, queue[:n_pos], procs, est, submit)
-    size, wide, short = index_open(order, n_pos, procs, est)
-    at = np.empty(n_pos, dtype=np.int64)
     while True:
         if not at_bound:
             if due:

@@ -26,9 +26,12 @@ _KERNELS: dict[str, Callable] = {}
 _COMPILED: "types.SimpleNamespace | None" = None
 #: the kernels compiled into their callers (see :func:`kernel`)
 _INLINE: set[str] = set()
+#: the kernels compiled without reference counts (see :func:`kernel`)
+_NO_REFCOUNTS: set[str] = set()
 
 
-def kernel(func: Callable | None = None, *, inline: bool = False) -> Callable:
+def kernel(func: Callable | None = None, *, inline: bool = False,
+           refcounts: bool = True) -> Callable:
     """Mark ``func`` as a kernel (returned unchanged). Kernel names are unique across
     modules: a compiled kernel finds the others by name.
 
@@ -36,15 +39,27 @@ def kernel(func: Callable | None = None, *, inline: bool = False) -> Callable:
     (a heap push, an admit test): its compiled copy is compiled into each kernel that
     calls it (numba's ``inline='always'``) rather than called, because there a call
     costs more than the step, chiefly in its array arguments' reference counts. The
-    plain function, and what it computes, are the same."""
+    plain function, and what it computes, are the same.
+
+    ``@kernel(refcounts=False)`` marks a what-if loop that allocates nothing: it works
+    on arrays its caller made, and takes no array from a call. Its compiled copy keeps
+    no reference counts (numba's ``_nrt=False``): the steps compiled into it would
+    otherwise count up and down, atomically, each array they are given, at every event
+    (about a seventh of a congested what-if's time). The kernels it calls keep theirs:
+    every other kernel is compiled with ``_nrt=True`` said outright, because numba
+    compiles a kernel that does not say it under the setting of its first caller, and
+    a kernel that allocates, compiled so for a loop, would leak whatever it allocates
+    for every caller."""
     if func is None:
-        return lambda f: kernel(f, inline=inline)
+        return lambda f: kernel(f, inline=inline, refcounts=refcounts)
     name = func.__name__
     if _KERNELS.get(name, func) is not func:
         raise ValueError(f"two kernels named {name!r}")
     _KERNELS[name] = func
     if inline:
         _INLINE.add(name)
+    if not refcounts:
+        _NO_REFCOUNTS.add(name)
     return func
 
 
@@ -63,8 +78,10 @@ def compiled() -> types.SimpleNamespace:
                                       func.__closure__)
             copy.__qualname__ = func.__qualname__
             copy.__module__ = func.__module__
-            inline = "always" if name in _INLINE else "never"
-            scope[name] = njit(cache=True, inline=inline)(copy)
+            # (every kernel says whether it counts references: one that did not would
+            # inherit the setting of the first kernel compiling a call to it)
+            scope[name] = njit(cache=True, inline="always" if name in _INLINE else "never",
+                               _nrt=name not in _NO_REFCOUNTS)(copy)
         _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
     return _COMPILED
 

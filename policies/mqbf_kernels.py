@@ -737,6 +737,42 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     bound; called again, it goes on under ``LIMIT``, or with no bound once ``METRIC``
     is 0). ``queue[:NQ]`` waits in arrival order; the arrays hold the whole run between
     calls. ``times`` and ``free`` have room for n + 2 K + 2 segments."""
+    nq = count[NQ]
+    k = len(owned)
+    # one pass's scratch, for every pass: the queue only shrinks
+    parts = pass_parts(k)
+    least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
+    # in a fixed order (all but WFP): the queue in it, by position, each queue's jobs
+    # linked (each queue's first position in parts[P_HEAD], then ``after`` each one),
+    # with the index of the waiting jobs (see mqbf_indexed_phases). Else mqbf_phases
+    # orders the queue at each pass.
+    n_pos = nq if code != WFP else 0
+    order = np.empty((2, nq), dtype=np.int64)
+    done = np.zeros(nq, dtype=np.bool_)
+    order_into(code, clock[NOW], queue[:n_pos], procs, est, submit, order[0])
+    link_queues(order[0], n_pos, queue_of, parts[P_HEAD, :k], order[1])
+    size, wide, short = index_open(order[0], n_pos, procs, est)
+    return mqbf_loop(code, borrow, weights, procs, est, runtime, submit, start, queue_of,
+                     queue, alloc, held, owned, running, heap_t, heap_j, times, free,
+                     pivot_s, pivot_j, started, count, clock, seen, bsld_s, parts, least,
+                     order, done, size, wide, short)
+
+
+@kernel(refcounts=False)
+def mqbf_loop(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
+              est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
+              start: np.ndarray, queue_of: np.ndarray, queue: np.ndarray,
+              alloc: np.ndarray, held: np.ndarray, owned: np.ndarray,
+              running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+              times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray,
+              pivot_j: np.ndarray, started: np.ndarray, count: np.ndarray,
+              clock: np.ndarray, seen: np.ndarray, bsld_s: float, parts: np.ndarray,
+              least: np.ndarray, order: np.ndarray, done: np.ndarray, size: int,
+              wide: np.ndarray, short: np.ndarray) -> bool:
+    """:func:`mqbf_forward`'s loop, with the scratch of a pass (``parts``, ``least``,
+    ``done``) and, in a fixed order, the queue in it (``order[0]``), each queue's jobs
+    linked (``order[1]``) and the index (``size``, ``wide``, ``short``). It allocates
+    nothing (compiled without reference counts)."""
     acc = clock[N_CLOCK:]
     cnt = count[BOUND_COUNTS:]
     now = clock[NOW]
@@ -753,22 +789,11 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     at_bound = count[AT_BOUND] != 0
     k = len(owned)
     cut = False
-    # one pass's scratch, for every pass: the queue only shrinks
-    parts = pass_parts(k)
-    least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
-    # in a fixed order (all but WFP): the queue in it, by position, each queue's jobs
-    # linked (each queue's first position in parts[P_HEAD], then ``after`` each one),
-    # with the index of the waiting jobs (see mqbf_indexed_phases); nq counts the jobs
-    # still waiting, n_pos the positions. Else mqbf_phases orders the queue at each pass.
+    # nq counts the jobs still waiting, n_pos the positions
     fixed = code != WFP
     n_pos = nq if fixed else 0
-    order = np.empty((2, nq), dtype=np.int64)
-    done = np.zeros(nq, dtype=np.bool_)
     ordered = order[0]
     after = order[1]
-    order_into(code, now, queue[:n_pos], procs, est, submit, ordered)
-    link_queues(ordered, n_pos, queue_of, parts[P_HEAD, :k], after)
-    size, wide, short = index_open(ordered, n_pos, procs, est)
     narrowest = narrowest_of(queue[:nq], procs)  # (changes only when jobs start)
     while True:
         if not at_bound:

@@ -10,6 +10,7 @@ subprocess with ``NUMBA_DISABLE_JIT=1``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -64,13 +65,16 @@ def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
 
 def test_per_event_steps_are_compiled_into_their_callers():
     """Kernels marked ``@kernel(inline=True)`` (the what-if loop's steps at every event)
-    are compiled into the kernels that call them, the others called; uncompiled, every
-    kernel is its plain function, which the other tests here run either way."""
+    are compiled into the kernels that call them, the others called; the what-if loops
+    marked ``@kernel(refcounts=False)`` (EASY's and MQBF's) are compiled without
+    reference counts, every other kernel with them. Uncompiled, every kernel is its
+    plain function, which the other tests here run either way."""
     from olsctl.policies import jit
 
     jit._load_kernel_modules()
     assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
     assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
+    assert jit._NO_REFCOUNTS == {"forward_loop", "mqbf_loop"}
     k = compiled()
     for name, func in jit._KERNELS.items():
         copy = getattr(k, name)
@@ -79,10 +83,61 @@ def test_per_event_steps_are_compiled_into_their_callers():
         else:
             want = "always" if name in jit._INLINE else "never"
             assert copy.targetoptions["inline"] == want, name
+            assert copy.targetoptions["_nrt"] is (name not in jit._NO_REFCOUNTS), name
 
 
 def test_compile_kernels_reports_seconds():
     assert compile_kernels() >= 0.0
+
+
+#: a small congested run under EASY/OLS or MQBF/OLS, twice, then the compiled code's
+#: allocations still alive (numba's own counts: NUMBA_NRT_STATS)
+_LEAK_RUNS = r"""
+import gc, json, sys
+from pathlib import Path
+import yaml
+from numba.core.runtime import rtsys
+from olsctl.config import build_config
+from olsctl.runner import execute
+from olsctl.synth import CongestedSpec, congested_swf
+
+tmp = Path(sys.argv[1])
+trace = congested_swf(tmp / "c.swf", CongestedSpec(jobs=300, procs=32), seed=3)
+alive = {}
+for conf in ("easy-ols.yaml", "mqbf-ols.yaml"):
+    for order in ("fcfs", "wfp"):
+        raw = yaml.safe_load((Path("configs") / conf).read_text())
+        raw["policy"]["order"] = order
+        raw["trace"] = str(trace)
+        counts = []
+        for rep in range(2):
+            raw["out"] = str(tmp / f"{conf}-{order}-{rep}")
+            execute(build_config(raw, source="leak"))
+            gc.collect()
+            stats = rtsys.get_allocation_stats()
+            counts.append(stats.alloc - stats.free)
+        alive[f"{conf} {order}"] = counts
+print(json.dumps(alive))
+"""
+
+
+def test_no_compiled_allocation_outlives_a_run():
+    """EASY/OLS and MQBF/OLS runs, in FCFS and WFP order, leave no allocation of the
+    compiled code behind: a second run leaves as many alive as the first (what later
+    runs reuse). The what-if loops keep no reference counts (``@kernel(refcounts=False)``)
+    and call kernels that allocate (WFP's ordering, MQBF's pass, which the main simulator
+    also calls): compiled under the loop's setting, those would leak at every pass."""
+    if numba_config.DISABLE_JIT:
+        pytest.skip("uncompiled: numpy allocates, not the compiled code")
+    env = {**os.environ, "NUMBA_NRT_STATS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", _LEAK_RUNS, tmp], capture_output=True,
+                             text=True, cwd=REPO_ROOT, timeout=900, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    alive = json.loads(out.stdout.splitlines()[-1])
+    assert len(alive) == 4
+    for run, (first, second) in alive.items():
+        assert second == first, (run, alive)
 
 
 def test_a_plain_run_does_not_import_numba():
