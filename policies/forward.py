@@ -6,7 +6,9 @@ engine (:class:`olsctl.whatif._EasyRun`) fills the arrays and reads them back.
 
 In FCFS, SAF and SJF order the loop keeps the queue by position in that order, with an
 index over it (:func:`indexed_pass`), so that a pass behind a blocked head does not read
-every waiting job: with thousands waiting, that reading was nearly all of a what-if.
+every waiting job: with thousands waiting, that reading was nearly all of a what-if. In
+WFP order, whose keys change with time, each pass sorts the queue again from the last
+pass's order (:func:`ranked_pass`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import numpy as np
 
 from olsctl.policies.jit import kernel
 from olsctl.policies.kernels import (INF, MEAN_BSLD, WFP, admit, bound_open, bound_start,
-                                     bound_value, easy_pass, insert_running, missed,
-                                     ordered_queue, remove_running, shadow_extra)
+                                     bound_value, easy_pass_over, insert_running, missed,
+                                     order_key, ordered_queue, remove_running, shadow_extra)
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -222,7 +224,7 @@ def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray, ns: int) -> int
 # they had when the loop began, those that start simply leave it. So the loop puts the
 # queue in its order once, and each waiting job keeps its position there: a job that
 # starts leaves a hole (its start time is set) instead of the queue moving up behind it
-# (WFP's keys grow with the wait: its what-ifs order the queue at every pass). Over the
+# (WFP's keys grow with the wait: see :func:`ranked_pass`). Over the
 # positions a tree keeps, for each subtree, the narrowest width and the shortest estimate
 # of the jobs in it still waiting. A pass behind the blocked head (:func:`backfill_indexed`)
 # skips every subtree in which no job could pass :func:`admit`; in a congested queue that
@@ -369,6 +371,144 @@ def indexed_pass(now: float, free: int, queue: np.ndarray, n_pos: int, waiting: 
     return k + ns, n_run, h
 
 
+# -- what-ifs in WFP order: the queue kept in the last pass's order -----------------------
+#
+# WFP's keys grow with the wait, each at its own pace, so the order changes between
+# passes, but little: each pass sorts the waiting jobs again from the order the last one
+# found (insertion, a few moves a job), with keys that need no power (:func:`quick_key`),
+# and lets the exact keys decide only where two quick keys are too close to tell apart.
+
+#: how far apart (relatively) two of :func:`quick_key`'s WFP keys must be for their order
+#: to be the order of :func:`olsctl.policies.kernels.order_key`'s: the cube by two
+#: products and the cube by ``x ** 3.0`` differ by a few units in the last place (about
+#: 1e-16 of the key), so 1e-12 is far beyond rounding
+CUBE_TOL = 1e-12
+#: an absolute margin besides, for keys so near zero that rounding is not relative
+CUBE_TINY = 1e-290
+
+
+@kernel(inline=True)
+def quick_key(now: float, submit: float, p: int, est: float) -> float:
+    """WFP's key (:func:`olsctl.policies.kernels.order_key`) with its cube taken by
+    multiplication: within ``CUBE_TOL`` of the exact key, relatively."""
+    x = (now - submit) / est
+    return -(x * x * x) * p
+
+
+@kernel(inline=True)
+def keys_apart(a: float, b: float) -> bool:
+    """Whether the finite quick keys ``a`` <= ``b`` surely order the exact keys alike."""
+    scale = -a if a < 0.0 else a
+    other = -b if b < 0.0 else b
+    if other > scale:
+        scale = other
+    return b - a > CUBE_TOL * scale + CUBE_TINY
+
+
+@kernel(inline=True)
+def ranks_before(ka: float, ra: int, kb: float, rb: int) -> bool:
+    """Whether a job with key ``ka`` and arrival rank ``ra`` comes before one with ``kb``
+    and ``rb`` in :func:`olsctl.policies.kernels.ordered_queue`'s order: the smaller key
+    first, NaN after every number (where numpy's sort puts it), ties in arrival order."""
+    if ka != ka:
+        return kb != kb and ra < rb
+    if kb != kb or ka < kb:
+        return True
+    return ka == kb and ra < rb
+
+
+@kernel
+def rank_queue(code: int, now: float, order: np.ndarray, nq: int, rank: np.ndarray,
+               key: np.ndarray, queue: np.ndarray, procs: np.ndarray, est: np.ndarray,
+               submit: np.ndarray) -> None:
+    """Put ``order[:nq]``, the waiting jobs in the order of the last pass, in WFP order at
+    ``now``, exactly as :func:`olsctl.policies.kernels.ordered_queue` orders
+    ``queue[:nq]`` (the same jobs in arrival order; ``rank`` gives each job's arrival
+    rank, ``key`` is room for each job's key). Insertion from the last order by quick
+    key, then each run of quick keys too close to tell apart (equal ones among them)
+    in order by exact key and arrival rank; after more moves than a few per job, a
+    stable sort of the quick keys in arrival order instead of the insertion, and with a
+    key that is not finite, of the exact keys instead of both."""
+    finite = True
+    for i in range(nq):
+        j = order[i]
+        k = quick_key(now, submit[j], procs[j], est[j])
+        key[j] = k
+        if k - k != 0.0:  # inf or NaN
+            finite = False
+    if not finite:
+        for i in range(nq):
+            j = queue[i]
+            key[j] = order_key(code, now, submit[j], procs[j], est[j])
+        sort_by_key(order, nq, key, queue)
+        return
+    budget = 4 * nq + 16
+    for i in range(1, nq):
+        j = order[i]
+        kj = key[j]
+        s = i
+        while s > 0 and key[order[s - 1]] > kj:
+            order[s] = order[s - 1]
+            s -= 1
+        order[s] = j
+        budget -= i - s
+        if budget < 0:  # far from the last order: sorted afresh
+            sort_by_key(order, nq, key, queue)
+            break
+    a = 0
+    while a < nq - 1:  # runs of quick keys too close to tell apart: by the exact keys
+        b = a
+        while b + 1 < nq and not keys_apart(key[order[b]], key[order[b + 1]]):
+            b += 1
+        if b > a:
+            for r in range(a, b + 1):
+                j = order[r]
+                key[j] = order_key(code, now, submit[j], procs[j], est[j])
+            for r in range(a + 1, b + 1):
+                j = order[r]
+                s = r
+                while s > a and ranks_before(key[j], rank[j], key[order[s - 1]],
+                                             rank[order[s - 1]]):
+                    order[s] = order[s - 1]
+                    s -= 1
+                order[s] = j
+        a = b + 1
+
+
+@kernel
+def sort_by_key(order: np.ndarray, nq: int, key: np.ndarray, queue: np.ndarray) -> None:
+    """``order[:nq]``: ``queue[:nq]`` (arrival order) sorted stably by ``key``."""
+    keys = np.empty(nq)
+    for i in range(nq):
+        keys[i] = key[queue[i]]
+    by_key = np.argsort(keys, kind="mergesort")
+    for i in range(nq):
+        order[i] = queue[by_key[i]]
+
+
+@kernel
+def ranked_pass(code: int, now: float, free: int, order: np.ndarray, nq: int,
+                rank: np.ndarray, key: np.ndarray, queue: np.ndarray, procs: np.ndarray,
+                est: np.ndarray, submit: np.ndarray, running: np.ndarray, n_run: int,
+                started: np.ndarray) -> tuple:
+    """:func:`olsctl.policies.kernels.easy_pass` in WFP order over ``order[:nq]``, the
+    waiting jobs in the last pass's order (see :func:`rank_queue`; ``queue[:nq]`` holds
+    them in arrival order). With no processor free, or none waiting job as narrow as
+    the free ones, nothing could start: the queue is not ordered. Returns (jobs
+    started, running jobs)."""
+    if free <= 0 or nq == 0:
+        return 0, n_run
+    i = 0
+    while i < nq and procs[order[i]] > free:
+        i += 1
+    if i == nq:
+        return 0, n_run
+    rank_queue(code, now, order, nq, rank, key, queue, procs, est, submit)
+    ns, n_run, _, _, _ = easy_pass_over(now, free, order[:nq], procs, est, running, n_run,
+                                        started)
+    return ns, n_run
+
+
 @kernel(inline=True)
 def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
                 now: float, submit: np.ndarray, clock: np.ndarray, heap_t: np.ndarray,
@@ -396,11 +536,19 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
                 bsld_s: float) -> bool:
     """The loop of :func:`easy_forward` (:func:`forward_loop`), with what it needs for
     this call: in a fixed order (all but WFP), the waiting jobs in that order, by
-    position, with their index (see :func:`indexed_pass`)."""
-    n_pos = count[NQ] if code != WFP else 0
-    order = ordered_queue(code, clock[NOW], queue[:n_pos], procs, est, submit)
-    size, wide, short = index_open(order, n_pos, procs, est)
-    at = np.empty(n_pos, dtype=np.int64)
+    position, with their index (see :func:`indexed_pass`); in WFP order, the waiting
+    jobs in their order now, each job's arrival rank and room for its key (see
+    :func:`ranked_pass`)."""
+    nq = count[NQ]
+    order = ordered_queue(code, clock[NOW], queue[:nq], procs, est, submit)
+    if code == WFP:  # the order found last, each job's arrival rank and key
+        size, wide, short = 0, np.empty(len(procs), dtype=np.int64), np.empty(len(procs))
+        for i in range(nq):
+            wide[queue[i]] = i
+        at = np.empty(0, dtype=np.int64)
+    else:
+        size, wide, short = index_open(order, nq, procs, est)
+        at = np.empty(nq, dtype=np.int64)
     return forward_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
                         heap_j, started, clock, count, seen, bsld_s, order, size, wide,
                         short, at)
@@ -418,8 +566,10 @@ def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
     one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival order;
     ``start`` gets each start. The arrays hold the whole run between calls. In a fixed
     order, ``order`` holds the waiting jobs by position, with their index (``size``,
-    ``wide``, ``short``) and room for a pass's positions (``at``); it allocates nothing
-    (compiled without reference counts)."""
+    ``wide``, ``short``) and room for a pass's positions (``at``); in WFP order,
+    ``order[:NQ]`` holds the waiting jobs in the last pass's order, ``wide`` each job's
+    arrival rank and ``short`` room for each job's key. It allocates nothing (compiled
+    without reference counts)."""
     acc = clock[N_CLOCK:]
     cnt = count[BOUND_COUNTS:]
     now = clock[NOW]
@@ -449,9 +599,9 @@ def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
                                                 procs, est, start, running, n_run, size, wide,
                                                 short, started, at)
                 else:
-                    ns, n_run, _, _, _ = easy_pass(code, now, active - busy, queue[:nq],
-                                                   procs, est, submit, running, n_run,
-                                                   started)
+                    ns, n_run = ranked_pass(code, now, active - busy, order, nq, wide, short,
+                                            queue, procs, est, submit, running, n_run,
+                                            started)
                 if ns:
                     took, n_heap = note_starts(ns, started, now, start, procs, runtime,
                                                submit, heap_t, heap_j, n_heap, metric, acc,
@@ -460,6 +610,7 @@ def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
                     if fixed:
                         nq -= ns
                     else:
+                        still_waiting(order, nq, start, ns)
                         nq = still_waiting(queue, nq, start, ns)
             if nq == 0:
                 break

@@ -454,6 +454,99 @@ def test_the_indexed_pass_by_position_is_easy_pass():
     assert blocked >= 100, blocked
 
 
+def _near_wfp_ties(rng, n: int) -> tuple:
+    """``n`` waiting jobs (procs, est, submit) whose WFP keys at t = 1e5 nearly tie:
+    (wait / est)^3 x procs is the same real number for an estimate three times as long
+    and 27 times as many processors (but not the same float: a third is not exact), and
+    the waits are the same or a few units in the last place apart, so that cubes by
+    multiplication and by ``** 3.0`` often order them differently; some exact ties (the
+    same job twice) and some ordinary keys besides."""
+    scale = rng.integers(0, 3, size=n)
+    procs = (27 ** scale).astype(I64)
+    est = 3600.0 * 3.0 ** scale
+    wait = rng.uniform(1e3, 9e4, size=4)[rng.integers(0, 4, size=n)]
+    submit = 1e5 - wait + rng.integers(-2, 3, size=n) * np.spacing(1e5 - wait)
+    loose = rng.random(n) < 0.2
+    submit[loose] = rng.uniform(0.0, 9e4, size=int(loose.sum()))
+    twin = rng.random(n) < 0.1
+    for i in np.flatnonzero(twin)[1:]:
+        procs[i], est[i], submit[i] = procs[i - 1], est[i - 1], submit[i - 1]
+    return procs, est, submit
+
+
+def test_wfp_order_from_the_last_order_is_ordered_queue():
+    """rank_queue (a what-if's WFP pass: the queue sorted again from the last pass's
+    order, by keys without a power, the exact keys deciding where those nearly tie)
+    puts the waiting jobs in the order ordered_queue gives them (the exact keys, a
+    stable sort of the queue in arrival order), from any last order: a shuffled one,
+    the exact order an instant earlier, or the queue far out of order; also with keys
+    that are not finite (-inf: the cube overflows)."""
+    from olsctl.policies import forward
+    rng = np.random.default_rng(11)
+    k = compiled()
+    now = 1e5
+    tally = {"quick order wrong": 0, "infinite": 0}
+    for case in range(400):
+        n = int(rng.integers(1, 120))
+        procs, est, submit = _near_wfp_ties(rng, n)
+        if case % 10 == 0:  # estimates so small that the cube overflows: keys -inf
+            tiny = rng.random(n) < 0.3
+            est[tiny] = 1e-300
+            tally["infinite"] += bool(tiny.any())
+        queue = np.arange(n, dtype=I64)  # arrival order: job j at position j
+        want = k.ordered_queue(kernels.WFP, now, queue, procs, est, submit).tolist()
+        x = (now - submit) / est
+        with np.errstate(all="ignore"):
+            quick = np.argsort(-(x * x * x) * procs, kind="stable").tolist()
+        tally["quick order wrong"] += quick != want
+        last = [rng.permutation(n),
+                k.ordered_queue(kernels.WFP, now - 600.0, queue, procs, est, submit),
+                queue[::-1].copy()][case % 3].astype(I64)
+        rank, key = np.arange(n, dtype=I64), np.empty(n)
+        k.rank_queue(kernels.WFP, now, last, n, rank, key, queue, procs, est, submit)
+        assert last.tolist() == want, case
+    assert tally["quick order wrong"] >= 50 and tally["infinite"] >= 20, tally
+
+
+def test_the_wfp_pass_from_the_last_order_is_easy_pass():
+    """ranked_pass starts what easy_pass starts in WFP order, over the same jobs, and
+    leaves the same running jobs (and, with no waiting job narrow enough for the free
+    processors, starts nothing without ordering the queue)."""
+    rng = np.random.default_rng(12)
+    k = compiled()
+    now = 1e5
+    started_some = idle = 0
+    for case in range(300):
+        n = int(rng.integers(1, 150))
+        procs, est, submit = _near_wfp_ties(rng, n)
+        procs = np.where(rng.random(n) < 0.5, procs, rng.integers(9, 64, size=n)).astype(I64)
+        if case % 10 == 0:
+            procs += 40  # (wider than the free processors, mostly)
+        n_run = int(rng.integers(0, 6))
+        run_procs = np.concatenate([procs, rng.integers(1, 30, size=n_run)]).astype(I64)
+        est_all = np.concatenate([est, [1.0] * n_run])
+        rows = np.zeros((n + n_run, 2))
+        for r in range(n_run):
+            kernels.insert_running(rows, r, now + float(rng.integers(1, 5)) * 600.0, n + r)
+        free = int(rng.integers(-2, 40))
+        queue = np.arange(n, dtype=I64)
+        rows_want, want = rows.copy(), np.zeros(n, dtype=I64)
+        ns_want, n_run_want, _, _, _ = k.easy_pass(
+            kernels.WFP, now, free, queue, run_procs, est_all,
+            np.concatenate([submit, [0.0] * n_run]), rows_want, n_run, want)
+        got, order = np.zeros(n, dtype=I64), rng.permutation(n).astype(I64)
+        ns, n_run_got = k.ranked_pass(
+            kernels.WFP, now, free, order, n, np.arange(n + n_run, dtype=I64),
+            np.empty(n + n_run), queue, run_procs, est_all,
+            np.concatenate([submit, [0.0] * n_run]), rows, n_run, got)
+        assert got[:ns].tolist() == want[:ns_want].tolist()
+        assert n_run_got == n_run_want
+        assert rows[:n_run_got].tolist() == rows_want[:n_run_want].tolist()
+        started_some += ns > 0
+        idle += free > 0 and procs.min() > free
+    assert started_some >= 100 and idle >= 10, (started_some, idle)
+
+
 def _congested_snapshot(seed: int, order: str, estimates: str):
     """A snapshot with hundreds of jobs waiting: more work offered than the machine
     does, narrow and wide jobs mixed."""
