@@ -63,6 +63,13 @@ def kernel(func: Callable | None = None, *, inline: bool = False,
     return func
 
 
+def compiled_if_loaded() -> "types.SimpleNamespace | None":
+    """The compiled kernels if :func:`compiled` has made them already (a run with
+    what-ifs), else None: for callers that have a plain way as well and should not
+    import numba for themselves."""
+    return _COMPILED
+
+
 def compiled() -> types.SimpleNamespace:
     """The compiled kernels, by name (compiled lazily, at each one's first call, or
     loaded from the cache)."""
