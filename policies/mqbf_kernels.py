@@ -33,7 +33,7 @@ from olsctl.policies.forward import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, 
                                      OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD,
                                      ROW_NOW, ROW_STATUS, ROW_UNSTARTED, UNTIL, VALUE, WAKE_N,
                                      WAKE_T, closest_pick, cut_or_next, heap_pop, heap_push,
-                                     index_drop, index_open, note_starts,
+                                     index_drop, index_open, note_starts, rank_queue,
                                      rows_scored, score_columns, still_waiting, went_to)
 from olsctl.policies.jit import kernel
 from olsctl.policies.kernels import (INF, WFP, bound_open, insert_running, order_into,
@@ -412,7 +412,8 @@ def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
                        queue_of, owned, held, running, n_run, alloc, times, free, pivot_s,
                        pivot_j, started, np.empty((2, nq), dtype=np.int64),
                        np.empty(nq, dtype=np.bool_), pass_parts(k),
-                       np.empty((k + 1, free.shape[1]), dtype=np.int64))
+                       np.empty((k + 1, free.shape[1]), dtype=np.int64),
+                       np.empty(0, dtype=np.int64), np.empty(0))
 
 
 @kernel
@@ -461,7 +462,8 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
                 running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
                 free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
                 started: np.ndarray, order: np.ndarray, done: np.ndarray,
-                parts: np.ndarray, least: np.ndarray) -> tuple:
+                parts: np.ndarray, least: np.ndarray, rank: np.ndarray,
+                key: np.ndarray) -> tuple:
     """Phases A and B of :func:`mqbf_pass` once :func:`pass_opens` said the pass can
     change something (``idle`` processors not in use), with scratch for it: ``order``
     (2 rows of at least ``len(queue)``: the jobs in order ``code``, and for each
@@ -469,12 +471,19 @@ def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarra
     ``parts`` (:data:`N_PARTS` rows of K, or of :data:`N_ROOM` if that is more) and
     ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`). It orders and
     links the queue and builds the index of its positions for this pass, then runs
-    :func:`mqbf_indexed_phases`."""
+    :func:`mqbf_indexed_phases`. A what-if in WFP order passes each job's arrival
+    ``rank`` and room for its ``key``: ``order[0]`` then holds the waiting jobs in the
+    last pass's order, and is sorted again from it
+    (:func:`olsctl.policies.forward.rank_queue`); else both are empty and the queue is
+    put in order afresh."""
     k = len(owned)
     nq = len(queue)
     ordered = order[0]
     after = order[1]
-    order_into(code, now, queue, procs, est, submit, ordered)
+    if rank.size:
+        rank_queue(code, now, ordered, nq, rank, key, queue, procs, est, submit)
+    else:
+        order_into(code, now, queue, procs, est, submit, ordered)
     link_queues(ordered, nq, queue_of, parts[P_HEAD, :k], after)
     done[:nq] = False  # Phase A's jobs, by position: started or pivots
     size, wide, short = index_open(ordered, nq, procs, est)
@@ -744,14 +753,20 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
     # in a fixed order (all but WFP): the queue in it, by position, each queue's jobs
     # linked (each queue's first position in parts[P_HEAD], then ``after`` each one),
-    # with the index of the waiting jobs (see mqbf_indexed_phases). Else mqbf_phases
-    # orders the queue at each pass.
+    # with the index of the waiting jobs (see mqbf_indexed_phases). In WFP order, the
+    # queue in its order now, then mqbf_phases sorts it again at each pass from the
+    # last pass's order, with each job's arrival rank (``wide``) and key (``short``).
     n_pos = nq if code != WFP else 0
     order = np.empty((2, nq), dtype=np.int64)
     done = np.zeros(nq, dtype=np.bool_)
-    order_into(code, clock[NOW], queue[:n_pos], procs, est, submit, order[0])
+    order_into(code, clock[NOW], queue[:nq], procs, est, submit, order[0])
     link_queues(order[0], n_pos, queue_of, parts[P_HEAD, :k], order[1])
-    size, wide, short = index_open(order[0], n_pos, procs, est)
+    if code == WFP:
+        size, wide, short = 0, np.empty(len(procs), dtype=np.int64), np.empty(len(procs))
+        for i in range(nq):
+            wide[queue[i]] = i
+    else:
+        size, wide, short = index_open(order[0], n_pos, procs, est)
     return mqbf_loop(code, borrow, weights, procs, est, runtime, submit, start, queue_of,
                      queue, alloc, held, owned, running, heap_t, heap_j, times, free,
                      pivot_s, pivot_j, started, count, clock, seen, bsld_s, parts, least,
@@ -771,8 +786,10 @@ def mqbf_loop(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
               wide: np.ndarray, short: np.ndarray) -> bool:
     """:func:`mqbf_forward`'s loop, with the scratch of a pass (``parts``, ``least``,
     ``done``) and, in a fixed order, the queue in it (``order[0]``), each queue's jobs
-    linked (``order[1]``) and the index (``size``, ``wide``, ``short``). It allocates
-    nothing (compiled without reference counts)."""
+    linked (``order[1]``) and the index (``size``, ``wide``, ``short``); in WFP order,
+    the queue in the last pass's order (``order[0]``), each job's arrival rank
+    (``wide``) and room for its key (``short``). It allocates nothing (compiled without
+    reference counts)."""
     acc = clock[N_CLOCK:]
     cnt = count[BOUND_COUNTS:]
     now = clock[NOW]
@@ -812,7 +829,8 @@ def mqbf_loop(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
                     ns, n_run = mqbf_phases(code, borrow, now, active - busy, queue[:nq],
                                             procs, est, submit, queue_of, owned, held,
                                             running, n_run, alloc, times, free, pivot_s,
-                                            pivot_j, started, order, done, parts, least)
+                                            pivot_j, started, order, done, parts, least,
+                                            wide, short)
                 if ns:
                     took, n_heap = note_starts(ns, started, now, start, procs, runtime,
                                                submit, heap_t, heap_j, n_heap, metric, acc,
@@ -822,6 +840,7 @@ def mqbf_loop(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
                         nq -= ns
                         narrowest = wide[1] if nq else 0
                     else:
+                        still_waiting(ordered, nq, start, ns)
                         nq = still_waiting(queue, nq, start, ns)
                         narrowest = narrowest_of(queue[:nq], procs)
             if nq == 0:
