@@ -493,7 +493,7 @@ def ranked_pass(code: int, now: float, free: int, order: np.ndarray, nq: int,
                 started: np.ndarray) -> tuple:
     """:func:`olsctl.policies.kernels.easy_pass` in WFP order over ``order[:nq]``, the
     waiting jobs in the last pass's order (see :func:`rank_queue`; ``queue[:nq]`` holds
-    them in arrival order). With no processor free, or none waiting job as narrow as
+    them in arrival order). With no processor free, or no waiting job as narrow as
     the free ones, nothing could start: the queue is not ordered. Returns (jobs
     started, running jobs)."""
     if free <= 0 or nq == 0:
