@@ -36,8 +36,8 @@ from operator import itemgetter
 import numpy as np
 
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.policies.jit import compiled, kernel
-from olsctl.policies.kernels import MEAN_BSLD, divisor
+from olsctl.policies.core.jit import compiled, kernel, warm_up
+from olsctl.policies.core.bound import MEAN_BSLD, divisor
 
 #: defaults of ``controller.sla.feedback``
 RELAX_BELOW = 0.05
@@ -187,7 +187,7 @@ class SlaFeedback:
         return max(least, self.limit * (1.0 - tight))
 
 
-# -- the realized metric of a window's jobs, compiled (see olsctl.policies.jit) ------------
+# -- the realized metric of a window's jobs, compiled (see olsctl.policies.core.jit) ------------
 
 
 @kernel
@@ -298,3 +298,11 @@ def block_sum(values, lo: int, n: int) -> float:
         total += values[i]
         i += 1
     return total
+
+
+@warm_up
+def feedback_warm_up(k) -> None:
+    """Run :func:`window_metric` (compiled: ``k``) on a tiny window, as a controller takes
+    it each tick (code 0: the mean bounded slowdown)."""
+    x = np.array([10.0, 5.0, 10.0])
+    k.window_metric(0, np.zeros(3), np.zeros(3), x, x, 1.0, 10.0, np.empty(3))

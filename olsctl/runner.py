@@ -235,7 +235,7 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         if controller is not None and controller.settings.n_jobs != 1:
             # fill numba's cache once here, so that the workers load the compiled
             # kernels instead of each compiling them at once
-            from olsctl.policies.jit import compile_kernels
+            from olsctl.policies.core.jit import compile_kernels
 
             compile_kernels()
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,

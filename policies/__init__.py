@@ -9,67 +9,19 @@ Add a policy by writing its class and naming it in ``REGISTRY`` with its paramet
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import Any, Mapping
 
+from olsctl.policies.core.registry import CompiledPath, Param, Policy, PolicyEntry
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
-from olsctl.policies.power import GreedyKnapsack, NaiveCapping, PowerEasy, WindowKnapsack
-from olsctl.policies.order import ORDERS
-from olsctl.policies.overprovision import CAP_LEVELS, SIZES
-from olsctl.policies.parm import Parm
-from olsctl.policies.verify import VERIFY
-from olsctl.policies.rmap import RmapAdaptive, RmapNaive, RmapTraditional
-
-if TYPE_CHECKING:
-    from olsctl.state import SimState
-
-
-class Policy(Protocol):
-    name: str
-
-    def schedule(self, state: "SimState") -> None:
-        """One scheduling pass at ``state.now_s``."""
-
-    def settings(self) -> dict:
-        """The policy's settings as plain data (enough to rebuild it with ``make_policy``)."""
-
-
-@dataclass(frozen=True)
-class Param:
-    """One policy parameter: its type, default and allowed values (for config checks)."""
-
-    kind: type
-    default: Any
-    choices: tuple | None = None
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class PolicyEntry:
-    """A registered policy: how to build it, its settings, and what it offers and needs.
-
-    ``needs`` is ``"power"`` for policies that meter a power cap (a run needs a power
-    section), ``"budget"`` for those that keep their own job model and power budget
-    (RMAP, PARM: ``prepare`` draws it, ``run_report`` reports it), else None.
-    ``tunable`` names the settings the controller may try as candidates."""
-
-    factory: Callable[..., Policy]
-    params: Mapping[str, Param]
-    doc: str
-    needs: str | None = None
-    tunable: tuple[str, ...] = ()
-
-    @property
-    def orders(self) -> tuple[str, ...]:
-        """The queue orders it accepts (``("fcfs",)`` for one without an order)."""
-        order = self.params.get("order")
-        return ("fcfs",) if order is None else tuple(order.choices)
-
-    def defaults(self) -> dict:
-        """Its parameters' defaults, each a fresh copy (never the registry's own list)."""
-        return {name: copy.deepcopy(p.default) for name, p in self.params.items()}
+from olsctl.policies.power.knapsack import GreedyKnapsack, WindowKnapsack
+from olsctl.policies.power.capping import NaiveCapping
+from olsctl.policies.power.easy_power import PowerEasy
+from olsctl.policies.core.order import ORDERS
+from olsctl.policies.budget.overprovision import CAP_LEVELS, SIZES
+from olsctl.policies.budget.parm import Parm
+from olsctl.policies.power.verify import VERIFY
+from olsctl.policies.budget.rmap import RmapAdaptive, RmapNaive, RmapTraditional
 
 
 _PREDICTOR_DOC = ("oracle, naive, history, or {name: history, window: 10, alpha: 1.0}")
@@ -92,6 +44,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         factory=EasyBackfill,
         params={"order": Param(str, "fcfs", tuple(ORDERS), "queue order")},
         doc="EASY backfilling: reservation for the queue head only",
+        compiled=CompiledPath("olsctl.policies.easy.whatif", "olsctl.policies.easy.batch"),
     ),
     "mqbf": PolicyEntry(
         factory=MultiQueueBackfill,
@@ -109,6 +62,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         },
         doc="multiple-queue backfilling: one queue, partition and reservation per "
             "runtime class",
+        compiled=CompiledPath("olsctl.policies.mqbf.whatif", "olsctl.policies.mqbf.batch"),
     ),
     "naive-cap": PolicyEntry(
         factory=NaiveCapping,
@@ -184,6 +138,16 @@ def make_policy(spec: Mapping[str, Any]) -> Policy:
     return entry.factory(**spec)
 
 
+def compiled_path(policy: Any) -> CompiledPath | None:
+    """The compiled what-if path the registry declares for ``policy`` (looked up by its
+    name), or None: a policy that is not the registered one of that name, or whose
+    family has none, runs its what-ifs through its Python pass."""
+    entry = REGISTRY.get(getattr(policy, "name", None))
+    if entry is None or entry.compiled is None or type(policy) is not entry.factory:
+        return None
+    return entry.compiled
+
+
 def policy_error(spec: Mapping[str, Any]) -> str | None:
     """Why ``spec`` cannot build a policy (``key: reason``), or None if it can."""
     try:
@@ -193,4 +157,5 @@ def policy_error(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["Policy", "Param", "PolicyEntry", "REGISTRY", "make_policy", "policy_error"]
+__all__ = ["CompiledPath", "Param", "Policy", "PolicyEntry", "REGISTRY", "compiled_path",
+           "make_policy", "policy_error"]

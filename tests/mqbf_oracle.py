@@ -1,6 +1,6 @@
 """An independent Python MQBF pass, the oracle the tests hold the compiled pass
-(:func:`olsctl.policies.mqbf_kernels.mqbf_pass`) to: the shared backfilling core
-(:func:`olsctl.policies.backfill.backfill_pass`) over :class:`PartitionProfiles`, each
+(:func:`olsctl.policies.mqbf.phases.mqbf_pass`) to: the shared backfilling core
+(:func:`olsctl.policies.core.backfill.backfill_pass`) over :class:`PartitionProfiles`, each
 partition's free processors over future time, the fit test and the reservations.
 
 A job takes processors from its own partition first and, with ``borrow``, idle ones
@@ -20,8 +20,8 @@ from itertools import accumulate
 from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
-from olsctl.policies.backfill import INF, Reservation, backfill_pass, shadow
-from olsctl.policies.order import ORDERS
+from olsctl.policies.core.backfill import INF, Reservation, backfill_pass, shadow
+from olsctl.policies.core.order import ORDERS
 
 if TYPE_CHECKING:
     from olsctl.policies.mqbf import MultiQueueBackfill

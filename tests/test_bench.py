@@ -3,7 +3,6 @@ process of its own, and the large log of ``--big``. Speed is reported, never ass
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from conftest import make_main

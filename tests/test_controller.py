@@ -239,7 +239,7 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
 @pytest.mark.parametrize("engine", ["what-if loop", "compiled batch"])
 def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch, engine):
     """Whether EASY's what-ifs run one by one (WhatIfRun) or as one compiled batch."""
-    import olsctl.controller.easy_batch as batchmod
+    import olsctl.controller.batch as batchmod
     import olsctl.controller.scoring as ctlmod
 
     w = _busy_then_quiet()
@@ -255,11 +255,11 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
             raise RuntimeError("what-if exploded")
         return real_batch(task, *args, **kwargs)
 
-    real_batch = batchmod.easy_batch
+    real_batch = batchmod.fast_batch
     if engine == "compiled batch":
-        monkeypatch.setattr(batchmod, "easy_batch", flaky_batch)
+        monkeypatch.setattr(batchmod, "fast_batch", flaky_batch)
     else:
-        monkeypatch.setattr(batchmod, "easy_batch", lambda *args, **kwargs: None)
+        monkeypatch.setattr(batchmod, "fast_batch", lambda *args, **kwargs: None)
         monkeypatch.setattr(ctlmod, "WhatIfRun", Flaky)
     sim = make_main(w)
     ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=3.0), {"name": "easy"})

@@ -1,4 +1,4 @@
-"""A tick's EASY what-ifs in one compiled call (olsctl.controller.easy_batch): the same
+"""A tick's EASY what-ifs in one compiled call (olsctl.policies.easy.batch): the same
 trials as the what-ifs run one by one (WhatIfRun), bit for bit, and the kernels that
 score them against Python's own sums and the controller's percentile.
 
@@ -19,14 +19,15 @@ from hypothesis import strategies as st
 from property_tally import checked, run_counted
 from test_controller import _blocked_snapshot, _random_snapshot
 from olsctl.controller import Candidate, WhatIfRun, WhatIfTask, percentile
-from olsctl.controller.easy_batch import easy_batch
-from olsctl.policies import forward as fw
-from olsctl.policies.jit import compiled
+from olsctl.controller import batch as batches
+from olsctl.controller.batch import fast_batch
+
+from olsctl.policies.core.jit import compiled, plain
 
 
 def _kernels():
     """The plain kernels and their compiled copies (the same ones when the JIT is off)."""
-    return [fw, compiled()]
+    return [plain(), compiled()]
 
 
 def _hard_sums(rng: random.Random) -> list[list[float]]:
@@ -116,7 +117,7 @@ def _a_batch_gives_the_trials_of_what_ifs_run_one_by_one(data):
                       current=current)
     first_met = data.draw(st.sampled_from([None, (metric, limit), (metric, limit)]))
     keep: dict = {}
-    got, went_on = easy_batch(task, cands, keep, first_met)
+    got, went_on = fast_batch(task, cands, keep, first_met)
     want = _one_by_one(task, cands, first_met)
     assert went_on == 0
     assert [_as_logged(t) for t in got] == [_as_logged(r.trial) for r in want]
@@ -139,20 +140,24 @@ def test_a_batch_gives_the_trials_of_what_ifs_run_one_by_one():
                 stopped_early=0.05, too_wide=0.2)  # observed 10-17%, 15%, 64%
 
 
-def test_a_batch_does_not_stand_for_other_policies_or_arrivals():
-    """MQBF, or arrivals fed to the what-ifs: the batch declines (the what-ifs then run
-    one by one)."""
+def test_a_batch_runs_the_family_its_registry_entry_names_and_declines_arrivals():
+    """EASY's and MQBF's candidates each run their family's compiled batch (the trials
+    of what-ifs run one by one); arrivals fed to the what-ifs, or a policy without a
+    compiled path, and the batch declines (the what-ifs then run one by one)."""
     from olsctl.whatif import JobTable
     from test_controller import _busy_then_quiet, _snapshot_at
 
     snap = _snapshot_at(_busy_then_quiet(), 1800.0)
-    cands = [Candidate(snap.total_procs)]
-    assert easy_batch(WhatIfTask(snap, {"name": "easy"}), cands)[0]
-    assert easy_batch(WhatIfTask(snap, {"name": "mqbf", "queues": 2}), cands) is None
+    cands = [Candidate(snap.total_procs // 2), Candidate(snap.total_procs)]
+    for spec in ({"name": "easy"}, {"name": "mqbf", "queues": 2}):
+        task = WhatIfTask(snap, spec)
+        got = fast_batch(task, cands)[0]
+        assert [repr(t) for t in got] == [repr(WhatIfRun(task, c).trial) for c in cands]
     one = JobTable(np.array([99]), np.array([snap.now_s + 1.0]), np.array([1]),
                    np.array([10.0]), np.array([10.0]))
-    assert easy_batch(replace(WhatIfTask(snap, {"name": "easy"}), arrivals=one),
+    assert fast_batch(replace(WhatIfTask(snap, {"name": "easy"}), arrivals=one),
                       cands) is None
+    assert fast_batch(WhatIfTask(snap, {"name": "naive-cap"}), cands) is None
 
 
 def test_a_batch_follows_what_its_plan_depends_on():
@@ -164,20 +169,22 @@ def test_a_batch_follows_what_its_plan_depends_on():
     m = snap.total_procs
     cands = [Candidate(m // 2), Candidate(m)]
     task = WhatIfTask(snap, {"name": "easy"}, (("active_procs", 1.0),))
-    base = easy_batch(task, cands)[0]
+    base = fast_batch(task, cands)[0]
     assert [t.cost for t in base] == [float(m // 2), float(m)]
-    assert easy_batch(replace(task, policy={"name": "mqbf", "queues": 2}), cands) is None
-    double = easy_batch(replace(task, cost=(("active_procs", 2.0),)), cands)[0]
+    mqbf = replace(task, policy={"name": "mqbf", "queues": 2})
+    assert [repr(t) for t in fast_batch(mqbf, cands)[0]] == \
+        [repr(WhatIfRun(mqbf, c).trial) for c in cands]
+    double = fast_batch(replace(task, cost=(("active_procs", 2.0),)), cands)[0]
     assert [t.cost for t in double] == [2.0 * (m // 2), 2.0 * m]
     assert [t.mean_bsld for t in double] == [t.mean_bsld for t in base]
-    for t, want in zip(easy_batch(task, cands)[0], base):
+    for t, want in zip(fast_batch(task, cands)[0], base):
         assert repr(t) == repr(want)
     # on a machine shrunk to 2 active processors, both candidates wake more: at once,
     # then an hour later (a wake latency); the trials are those run one by one
     small = replace(task, snapshot=replace(snap, active_procs=2))
     runs = []
     for t in (small, replace(small, wake_latency_s=3600.0)):
-        got = easy_batch(t, cands)[0]
+        got = fast_batch(t, cands)[0]
         for trial, want in zip(got, [WhatIfRun(t, c).trial for c in cands]):
             assert repr(trial) == repr(want)
         runs.append([trial.mean_wait_s for trial in got])
@@ -191,13 +198,11 @@ def _the_closest_found_in_one_call_is_the_one_found_step_by_step(data):
     # Random small workloads and a tight SLA that few candidates meet, searched by grid
     # or cheapest-first: finishing the closest in one compiled call gives the trials and
     # the count of what-ifs that going on one what-if at a time gives.
-    import olsctl.controller.easy_batch as batches
-
     if data.draw(st.booleans()):
         snap, machine, _ = _blocked_snapshot(data, 10)
     else:
         snap, machine = _random_snapshot(data, 10)
-    _closest_both_ways(data, snap, machine, {"name": "easy"}, batches, "easy_batch")
+    _closest_both_ways(data, snap, machine, {"name": "easy"}, batches, "fast_batch")
 
 
 def _closest_both_ways(data, snap, machine: int, spec: dict, module, name: str) -> None:
@@ -205,8 +210,8 @@ def _closest_both_ways(data, snap, machine: int, spec: dict, module, name: str) 
     or cheapest-first: the trials and the count of what-ifs are the same whether the
     closest is finished in one compiled call or by going on one what-if at a time (the
     batch ``module.name`` alone, then the Python loop). Counts the example."""
-    import olsctl.controller.easy_batch as batches
     from olsctl.controller import Controller, ControllerSettings, choose
+    from olsctl.controller import batch as batches
 
     metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
     limit = data.draw(st.floats(0.0, 30.0))

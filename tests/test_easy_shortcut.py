@@ -1,4 +1,4 @@
-"""EASY's arrivals-only passes (olsctl.policies.backfill.easy_pass under FCFS): at an
+"""EASY's arrivals-only passes (olsctl.policies.easy.passes.easy_pass under FCFS): at an
 instant where jobs only arrived since the last pass, only the new jobs are tried, behind
 the same blocked head, with the extra processors the last pass left. A hand-worked trace
 where that extra decides, then random workloads run with and without the shortcut.
@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import run_main, run_whatif_all, workload_from_rows
-from olsctl.policies import backfill
-
-
+from olsctl.policies.easy import passes as backfill
 @pytest.fixture
 def shortcuts(monkeypatch):
     """Counts the arrivals-only passes taken."""

@@ -248,7 +248,7 @@ def test_pairwise_sum_has_the_bits_of_numpys_sum(seed):
     split many times, and from an offset into the array."""
     import numpy as np
 
-    from olsctl.policies.jit import compiled
+    from olsctl.policies.core.jit import compiled
 
     pairwise_sum = compiled().pairwise_sum
     rng = np.random.default_rng(seed)
@@ -273,7 +273,7 @@ def test_window_metric_equals_its_definition_in_numpy(metric):
 
     from olsctl.feedback import FEEDBACK_METRICS
     from olsctl.metrics import BSLD_BOUND_S, bounded_slowdown
-    from olsctl.policies.jit import compiled
+    from olsctl.policies.core.jit import compiled
 
     rng = np.random.default_rng(11)
     finals = 0

@@ -1,5 +1,5 @@
-"""EASY's kernels (olsctl.policies.kernels): the rules of a pass worked out by hand, the
-queue orders against olsctl.policies.order, and the compiled what-if loop against the
+"""EASY's kernels (olsctl.policies.easy.kernels): the rules of a pass worked out by hand, the
+queue orders against olsctl.policies.core.order, and the compiled what-if loop against the
 what-if engine's own loop (both call the same pass, so this checks the loop, the wakes,
 the horizon and the SLA bound with its resumption).
 
@@ -23,13 +23,17 @@ import pytest
 from numba.core import config as numba_config
 
 from conftest import REPO_ROOT, make_workload
-from olsctl.policies import kernels
+from olsctl.policies.core.order import FCFS, ORDER_CODES, WFP, ordered_queue
+from olsctl.policies.core.bound import KNOWN
+from olsctl.policies.core.backfill import admit, insert_running, shadow_extra
+from olsctl.policies.easy.kernels import backfill_from
 from olsctl.policies.easy import EasyBackfill
-from olsctl.policies.jit import compile_kernels, compiled
-from olsctl.policies.order import ORDERS
+from olsctl.policies.core.jit import compile_kernels, compiled
+from olsctl.policies.core.order import ORDERS
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState
-from olsctl.whatif import _compiled, steps
+from olsctl.policies import compiled_path
+from olsctl.whatif import steps
 
 INF = math.inf
 I64 = np.int64
@@ -38,10 +42,10 @@ I64 = np.int64
 def test_the_jit_is_off_exactly_when_asked():
     """The kernels are plain Python functions; their compiled copies are compiled unless
     numba's JIT is disabled: then they are the same source, uncompiled."""
-    assert isinstance(kernels.admit, types.FunctionType)
+    assert isinstance(admit, types.FunctionType)
     copy = compiled().admit
     assert isinstance(copy, types.FunctionType) == bool(numba_config.DISABLE_JIT)
-    assert getattr(copy, "py_func", copy).__code__ is kernels.admit.__code__
+    assert getattr(copy, "py_func", copy).__code__ is admit.__code__
 
 
 def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
@@ -49,18 +53,17 @@ def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
     kernel module named like another's (as a pass's slot ``KNOWN = 3`` beside the SLA
     bound's ``KNOWN = 0``) would silently give one module's kernels the other's value.
     Such a pair is refused; equal values and shared imports are fine."""
-    from olsctl.policies import jit
-
+    from olsctl.policies.core import jit
     jit._load_kernel_modules()
-    assert jit._shared_scope()["KNOWN"] == kernels.KNOWN
+    assert jit._shared_scope()["KNOWN"] == KNOWN
     clash = types.FunctionType(compile("def clash():\n    return KNOWN\n", "x", "exec")
-                               .co_consts[0], {"KNOWN": kernels.KNOWN + 3, "np": np,
+                               .co_consts[0], {"KNOWN": KNOWN + 3, "np": np,
                                                "INF": INF}, "clash")
     monkeypatch.setitem(jit._KERNELS, "clash", clash)
     with pytest.raises(ValueError, match="'KNOWN'"):
         jit._shared_scope()
-    clash.__globals__["KNOWN"] = kernels.KNOWN  # the same value: one constant
-    assert jit._shared_scope()["KNOWN"] == kernels.KNOWN
+    clash.__globals__["KNOWN"] = KNOWN  # the same value: one constant
+    assert jit._shared_scope()["KNOWN"] == KNOWN
 
 
 def test_per_event_steps_are_compiled_into_their_callers():
@@ -69,8 +72,7 @@ def test_per_event_steps_are_compiled_into_their_callers():
     marked ``@kernel(refcounts=False)`` (EASY's and MQBF's) are compiled without
     reference counts, every other kernel with them. Uncompiled, every kernel is its
     plain function, which the other tests here run either way."""
-    from olsctl.policies import jit
-
+    from olsctl.policies.core import jit
     jit._load_kernel_modules()
     assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
     assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
@@ -165,7 +167,7 @@ def test_a_plain_run_does_not_import_numba():
     (1, 2.0, 9.0, 4, 10.0, 1, 0),     # uses the last extra processor
 ])
 def test_admit(p, now, est, free, shadow_s, extra, want):
-    assert kernels.admit(p, now, est, free, shadow_s, extra) == want
+    assert admit(p, now, est, free, shadow_s, extra) == want
     assert compiled().admit(p, now, est, free, shadow_s, extra) == want
 
 
@@ -189,7 +191,7 @@ def test_shadow_extra(now, avail, need, ends, procs, want):
     got = compiled().shadow_extra(now, avail, need, rows, len(ends),
                                   np.asarray(procs, dtype=I64))
     assert (float(got[0]), int(got[1])) == want
-    assert kernels.shadow_extra(now, avail, need, list(zip(ends, range(len(ends)))), len(ends),
+    assert shadow_extra(now, avail, need, list(zip(ends, range(len(ends)))), len(ends),
                      procs) == want
 
 
@@ -219,7 +221,7 @@ def test_a_pass_by_hand():
     procs = [4, 5, 2, 2, 1, 1]
     est = [8.0, 5.0, 100.0, 100.0, 100.0, 8.0]
     started, shadow_s, extra, head, after = _pass(
-        kernels.FCFS, 2.0, 4, [1, 2, 3, 4, 5], procs, est, [0.0] * 6, [(10.0, 0)])
+        FCFS, 2.0, 4, [1, 2, 3, 4, 5], procs, est, [0.0] * 6, [(10.0, 0)])
     assert (started, shadow_s, extra, head) == ([2, 4, 5], 10.0, 0, 1)
     assert after == [(10.0, 0), (10.0, 5), (102.0, 2), (102.0, 4)]  # (end, job) order
 
@@ -229,17 +231,17 @@ def test_heads_start_while_they_fit_and_a_full_machine_skips_the_pass():
     nothing running ends in time for it to matter: shadow at job 0's end, 2 + 2 = 4 >= 3,
     extra 1. With no processor free the pass does nothing, not even reserve."""
     procs, est = [2, 1, 3], [10.0, 20.0, 5.0]
-    started, shadow_s, extra, head, _ = _pass(kernels.FCFS, 0.0, 4, [0, 1, 2], procs, est,
+    started, shadow_s, extra, head, _ = _pass(FCFS, 0.0, 4, [0, 1, 2], procs, est,
                                               [0.0] * 3, [])
     assert (started, shadow_s, extra, head) == ([0, 1], 10.0, 0, 2)
-    assert _pass(kernels.FCFS, 0.0, 0, [0, 1, 2], procs, est, [0.0] * 3, [])[:4] == \
+    assert _pass(FCFS, 0.0, 0, [0, 1, 2], procs, est, [0.0] * 3, [])[:4] == \
         ([], INF, 0, -1)
 
 
 # -- queue orders --------------------------------------------------------------------------
 
 def test_orders_match_olsctl_policies_order():
-    """Each order over arrays gives the list olsctl.policies.order gives, ties kept in
+    """Each order over arrays gives the list olsctl.policies.core.order gives, ties kept in
     arrival order (few distinct sizes and estimates make many ties)."""
     rng = np.random.default_rng(7)
     for _ in range(40):
@@ -250,17 +252,17 @@ def test_orders_match_olsctl_policies_order():
         state = SimState(64, list(range(n)), submit, procs, est, est)
         state.now_s = 1000.0 + float(rng.integers(0, 5000))
         queue = sorted(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).tolist())
-        for name, code in kernels.ORDER_CODES.items():
+        for name, code in ORDER_CODES.items():
             got = compiled().ordered_queue(code, state.now_s, np.asarray(queue, dtype=I64),
                                            procs.astype(I64), est, submit)
             assert got.tolist() == list(ORDERS[name](state, queue)), name
-            as_lists = kernels.ordered_queue(code, state.now_s, queue, procs.tolist(),
+            as_lists = ordered_queue(code, state.now_s, queue, procs.tolist(),
                                              est.tolist(), submit.tolist())
             assert as_lists.tolist() == got.tolist(), name
 
 
 def test_wfp_keys_are_python_floats_to_the_bit():
-    """WFP's key, compiled, equals the Python expression of olsctl.policies.order to the
+    """WFP's key, compiled, equals the Python expression of olsctl.policies.core.order to the
     last bit (a cube by repeated multiplication would round differently)."""
     rng = np.random.default_rng(3)
     now = 9.0e7
@@ -269,7 +271,7 @@ def test_wfp_keys_are_python_floats_to_the_bit():
     procs = rng.integers(1, 1024, size=3000)
     for s, e, p in zip(submit.tolist(), est.tolist(), procs.tolist()):
         want = -(((now - s) / e) ** 3) * p
-        assert compiled().order_key(kernels.WFP, now, s, p, e) == want
+        assert compiled().order_key(WFP, now, s, p, e) == want
 
 
 # -- the compiled what-if loop against the engine's loop -----------------------------------
@@ -331,7 +333,7 @@ CHANGES = {
 }
 
 
-@pytest.mark.parametrize("order", list(kernels.ORDER_CODES))
+@pytest.mark.parametrize("order", list(ORDER_CODES))
 @pytest.mark.parametrize("estimates", ["exact", "user"])
 def test_compiled_loop_matches_the_engine_loop(order, estimates):
     checked = cut_short = 0
@@ -346,8 +348,8 @@ def test_compiled_loop_matches_the_engine_loop(order, estimates):
                 limits = [low * 2.0, low * 4.0, None]
                 runs = []
                 for policy in (EasyBackfill(order), PlainEasy(order)):
-                    state = SimState.from_snapshot(snap)
-                    assert _compiled(policy, state) == (type(policy) is EasyBackfill)
+                    # the registry gives EASY its compiled path, not a look-alike
+                    assert (compiled_path(policy) is not None) == (type(policy) is EasyBackfill)
                     bounds, state = _drive(snap, policy, change, until_s, stop_above, limits)
                     runs.append((bounds, _state_of(state)))
                 assert runs[0] == runs[1], (seed, name, stop_above, until_s)
@@ -393,7 +395,7 @@ def test_the_index_skips_only_jobs_admit_refuses():
         queue = np.arange(n_pos, dtype=I64)
         waiting = [j for j in range(first, n_pos) if start[j] != start[j]]
         want = np.zeros(n_pos + 1, dtype=I64)
-        ns_want, extra_want = kernels.backfill_from(now, free, waiting, 0, shadow_s, extra,
+        ns_want, extra_want = backfill_from(now, free, waiting, 0, shadow_s, extra,
                                                     procs, est, want)
         got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
         wide_want, short_want = wide.copy(), short.copy()
@@ -417,7 +419,7 @@ def test_the_indexed_pass_by_position_is_easy_pass():
     easy_pass starts over the same jobs moved up, in order, leaves the same running
     jobs, and reports a position with no waiting job before it (the blocked head's,
     unless fewer processors are free than any waiting job needs)."""
-    from olsctl.policies import forward
+    from olsctl.policies.core.backfill import insert_running
     rng = np.random.default_rng(5)
     blocked = 0
     for _ in range(300):
@@ -428,7 +430,7 @@ def test_the_indexed_pass_by_position_is_easy_pass():
         running = np.zeros((n_pos + 6, 2))
         run_procs = np.concatenate([procs, rng.integers(1, 30, size=n_run)]).astype(I64)
         for k in range(n_run):
-            forward.insert_running(running, k, 1000.0 + float(rng.integers(1, 5)) * 600.0,
+            insert_running(running, k, 1000.0 + float(rng.integers(1, 5)) * 600.0,
                                    n_pos + k)
         busy = int(run_procs[n_pos:].sum())
         free = machine - busy - int(rng.integers(0, 100))
@@ -438,7 +440,7 @@ def test_the_indexed_pass_by_position_is_easy_pass():
         rows_want = running.copy()
         want = np.zeros(n_pos + 1, dtype=I64)
         ns_want, n_run_want, _, _, head = compiled().easy_pass(
-            kernels.FCFS, 1000.0, free, waiting, run_procs, np.concatenate([est, [1.0] * 6]),
+            FCFS, 1000.0, free, waiting, run_procs, np.concatenate([est, [1.0] * 6]),
             np.zeros(n_pos + 6), rows_want, n_run, want)
         got, at = np.zeros(n_pos + 1, dtype=I64), np.zeros(n_pos + 1, dtype=I64)
         ns, n_run_got, h_got = compiled().indexed_pass(
@@ -481,7 +483,6 @@ def test_wfp_order_from_the_last_order_is_ordered_queue():
     stable sort of the queue in arrival order), from any last order: a shuffled one,
     the exact order an instant earlier, or the queue far out of order; also with keys
     that are not finite (-inf: the cube overflows)."""
-    from olsctl.policies import forward
     rng = np.random.default_rng(11)
     k = compiled()
     now = 1e5
@@ -494,16 +495,16 @@ def test_wfp_order_from_the_last_order_is_ordered_queue():
             est[tiny] = 1e-300
             tally["infinite"] += bool(tiny.any())
         queue = np.arange(n, dtype=I64)  # arrival order: job j at position j
-        want = k.ordered_queue(kernels.WFP, now, queue, procs, est, submit).tolist()
+        want = k.ordered_queue(WFP, now, queue, procs, est, submit).tolist()
         x = (now - submit) / est
         with np.errstate(all="ignore"):
             quick = np.argsort(-(x * x * x) * procs, kind="stable").tolist()
         tally["quick order wrong"] += quick != want
         last = [rng.permutation(n),
-                k.ordered_queue(kernels.WFP, now - 600.0, queue, procs, est, submit),
+                k.ordered_queue(WFP, now - 600.0, queue, procs, est, submit),
                 queue[::-1].copy()][case % 3].astype(I64)
         rank, key = np.arange(n, dtype=I64), np.empty(n)
-        k.rank_queue(kernels.WFP, now, last, n, rank, key, queue, procs, est, submit)
+        k.rank_queue(WFP, now, last, n, rank, key, queue, procs, est, submit)
         assert last.tolist() == want, case
     assert tally["quick order wrong"] >= 50 and tally["infinite"] >= 20, tally
 
@@ -527,16 +528,16 @@ def test_the_wfp_pass_from_the_last_order_is_easy_pass():
         est_all = np.concatenate([est, [1.0] * n_run])
         rows = np.zeros((n + n_run, 2))
         for r in range(n_run):
-            kernels.insert_running(rows, r, now + float(rng.integers(1, 5)) * 600.0, n + r)
+            insert_running(rows, r, now + float(rng.integers(1, 5)) * 600.0, n + r)
         free = int(rng.integers(-2, 40))
         queue = np.arange(n, dtype=I64)
         rows_want, want = rows.copy(), np.zeros(n, dtype=I64)
         ns_want, n_run_want, _, _, _ = k.easy_pass(
-            kernels.WFP, now, free, queue, run_procs, est_all,
+            WFP, now, free, queue, run_procs, est_all,
             np.concatenate([submit, [0.0] * n_run]), rows_want, n_run, want)
         got, order = np.zeros(n, dtype=I64), rng.permutation(n).astype(I64)
         ns, n_run_got = k.ranked_pass(
-            kernels.WFP, now, free, order, n, np.arange(n + n_run, dtype=I64),
+            WFP, now, free, order, n, np.arange(n + n_run, dtype=I64),
             np.empty(n + n_run), queue, run_procs, est_all,
             np.concatenate([submit, [0.0] * n_run]), rows, n_run, got)
         assert got[:ns].tolist() == want[:ns_want].tolist()
@@ -553,7 +554,7 @@ def test_the_main_simulators_pass_in_order_is_the_same_compiled_or_plain(order, 
     kernels once a run has them (its what-ifs compiled them): on a congested workload,
     with WFP keys that nearly tie, the jobs start in the same order, at the same
     times, with the same reservations, as with the plain pass."""
-    from olsctl.policies import backfill
+    from olsctl.policies.easy import passes as backfill
     rng = np.random.default_rng(21)
     n, machine = 600, 32
     procs, est, _ = _near_wfp_ties(rng, n)
@@ -643,9 +644,9 @@ def test_the_kernels_load_without_scipy_linalg():
     scipy.linalg: the what-ifs still run, and scipy.linalg can still be imported later
     (with numba's own BLAS calls working, which look for it when compiled)."""
     code = ("import sys; import numpy as np\n"
-            "from olsctl.policies.jit import compiled\n"
-            "from olsctl.policies.forward import warm_up\n"
-            "warm_up(compiled())\n"
+            "from olsctl.policies.core.jit import compiled\n"
+            "from olsctl.policies.easy.forward import easy_warm_up\n"
+            "easy_warm_up(compiled())\n"
             "print('scipy.linalg' in sys.modules)\n"
             "import scipy.linalg.cython_blas\n"
             "from numba import njit\n"

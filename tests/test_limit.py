@@ -187,7 +187,8 @@ def test_a_what_if_under_a_low_cap_counts_the_stretch_in_its_sla_metric():
     # processors, 10 s, 200 W: below the static share, never held) waits for it. At 1 the controller tries caps: at 550 W A is held
     # (1% done, the rest takes 99 g s), so B waits 1 + 99 g s and A's stretch is
     # 99 (g - 1) s; at 1000 W nothing is held: B waits 100 s.
-    from olsctl.controller.scoring import Candidate, WhatIfTask, what_if
+    from olsctl.controller.trials import Candidate, WhatIfTask
+    from olsctl.controller.scoring import what_if
 
     rows = [(1, 0, 100, 1), (2, 0, 10, 2)]
     w = workload_from_rows(rows, 2)

@@ -1,4 +1,4 @@
-"""A tick's MQBF what-ifs in one compiled call (olsctl.controller.mqbf_batch): the same
+"""A tick's MQBF what-ifs in one compiled call (olsctl.policies.mqbf.batch, through olsctl.controller.batch.fast_batch): the same
 trials as the what-ifs run one by one (WhatIfRun, itself checked against the policy's
 Python pass in test_mqbf_kernel.py), bit for bit, each queue's mean bounded slowdown
 included; going on after a cut; and finishing the closest in one call.
@@ -19,14 +19,14 @@ from property_tally import checked, run_counted
 from test_easy_batch import _as_logged, _closest_both_ways, _one_by_one
 from test_mqbf_kernel import MQBF_OLS, _hourly_snapshots, _random_mqbf_snapshot
 from olsctl.controller import Candidate, WhatIfTask
-from olsctl.controller.mqbf_batch import mqbf_batch
+from olsctl.controller.batch import fast_batch
 
 
 def _same_as_one_by_one(task, cands, first_met, limits) -> dict:
     """The batch's trials are the one-by-one trials; each cut short goes on under
     ``limits`` (then to its end) as the one-by-one what-if does. Returns what happened."""
     keep: dict = {}
-    got, went_on = mqbf_batch(task, cands, keep, first_met)
+    got, went_on = fast_batch(task, cands, keep, first_met)
     want = _one_by_one(task, cands, first_met)
     assert went_on == 0
     assert [_as_logged(t) for t in got] == [_as_logged(r.trial) for r in want]
@@ -100,21 +100,22 @@ def test_a_batch_gives_the_trials_on_a_real_log(trace):
 
 
 def test_a_batch_declines_what_it_cannot_stand_for():
-    """Candidates under different MQBF settings, arrivals fed to the what-ifs, or EASY:
-    the MQBF batch declines (the what-ifs then run one by one, or EASY's batch runs)."""
+    """Candidates under different MQBF settings, or arrivals fed to the what-ifs: the
+    MQBF batch declines (the what-ifs then run one by one); so does EASY's under EASY,
+    the snapshot's running jobs holding MQBF's partitions."""
     from olsctl.whatif import JobTable
 
     _, counts, snaps = _hourly_snapshots("KTH-SP2-1996-2.1-cln.swf.gz", 1, seed=7)
     snap = snaps[0]
     cands = [Candidate(a) for a in counts]
     task = WhatIfTask(snap, MQBF_OLS)
-    assert len(mqbf_batch(task, cands)[0]) == len(cands)
-    assert mqbf_batch(replace(task, policy={"name": "easy"}), cands) is None
+    assert len(fast_batch(task, cands)[0]) == len(cands)
+    assert fast_batch(replace(task, policy={"name": "easy"}), cands) is None
     tuned = [replace(c, params=(("borrow", b),)) for c, b in zip(cands, [True, False] * 4)]
-    assert mqbf_batch(task, tuned) is None
+    assert fast_batch(task, tuned) is None
     one = JobTable(np.array([99]), np.array([snap.now_s + 1.0]), np.array([1]),
                    np.array([10.0]), np.array([10.0]))
-    assert mqbf_batch(replace(task, arrivals=one), cands) is None
+    assert fast_batch(replace(task, arrivals=one), cands) is None
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -125,10 +126,10 @@ def _the_closest_found_in_one_call_is_the_one_found_step_by_step(data):
     # searched by grid or cheapest-first: finishing the closest in one compiled call
     # gives the trials and the count of what-ifs that going on one what-if at a time
     # gives.
-    import olsctl.controller.mqbf_batch as mqbf_batches
+    from olsctl.controller import batch as batches
 
     policy, machine, snap = _random_mqbf_snapshot(data)
-    _closest_both_ways(data, snap, machine, policy.settings(), mqbf_batches, "mqbf_batch")
+    _closest_both_ways(data, snap, machine, policy.settings(), batches, "fast_batch")
 
 
 def test_the_closest_found_in_one_call_is_the_one_found_step_by_step():

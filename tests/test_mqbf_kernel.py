@@ -1,4 +1,4 @@
-"""The compiled MQBF what-if (policies/mqbf_kernels.py, run by olsctl/mqbf_whatif.py): its
+"""The compiled MQBF what-if (policies/mqbf/, run by policies/mqbf/whatif.py): its
 pieces against the policy's own, hand-worked tiny cases, and the start times of the what-if
 run by the Python what-if engine (:func:`olsctl.whatif.steps` over a live state, whose
 passes call the same compiled pass), exactly, on random snapshots and on snapshots of real
@@ -21,12 +21,11 @@ from hypothesis import strategies as st
 
 from conftest import REPO_ROOT, trace_path, workload_from_rows
 from property_tally import checked, run_counted
-from olsctl.controller.scoring import Candidate, apply_candidate, setting_of
-from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
+from olsctl.controller.trials import Candidate, apply_candidate, setting_of
+from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
 from olsctl.policies import make_policy
-from olsctl.policies import mqbf_kernels as mk
 from olsctl.policies.mqbf import largest_remainder
-from olsctl.policies.jit import compiled
+from olsctl.policies.core.jit import compiled, plain
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import run_whatif, steps
@@ -37,7 +36,7 @@ INF = math.inf
 
 def _kernels():
     """The plain kernels and their compiled copies (the same ones when the JIT is off)."""
-    return [mk, compiled()]
+    return [plain(), compiled()]
 
 
 # -- the pieces ----------------------------------------------------------------------------
@@ -511,11 +510,12 @@ def _trials(task, candidates, python: bool, monkeypatch) -> list:
     """Each candidate's trial as :class:`WhatIfRun` scores it, cut short under the task's
     bound and then run on to the end (compiled loop, or with ``python`` the policy's
     Python pass), and whether the compiled loop ran it."""
+    from olsctl.controller import batch as batches
     from olsctl.controller import scoring
 
     with monkeypatch.context() as m:
         if python:
-            m.setattr(scoring, "_template", lambda *args: None)
+            m.setattr(batches, "tick_template", lambda *args: None)
         out = []
         for c in candidates:
             run = scoring.WhatIfRun(task, c)
@@ -534,7 +534,7 @@ def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, 
     the end, at 12 hourly ticks of a real log whose active processors a controller-like
     schedule changes (:func:`_hourly_snapshots`), for configs/mqbf-ols.yaml's 7
     candidates."""
-    from olsctl.controller.scoring import WhatIfTask
+    from olsctl.controller.trials import WhatIfTask
 
     _, counts, snaps = _hourly_snapshots(trace, 12, seed=7)
     compared = cut = uneven = 0

@@ -29,7 +29,7 @@ from olsctl.cli import main
 from olsctl.metrics import summarize
 from olsctl.policies import make_policy
 from olsctl.policies.mqbf import PIVOTS_KEY
-from olsctl.policies.order import ORDERS
+from olsctl.policies.core.order import ORDERS
 from olsctl.workload import Workload, load_workload
 
 

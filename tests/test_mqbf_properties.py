@@ -11,7 +11,7 @@ from mqbf_oracle import OracleMqbf, oracle_pass
 from property_tally import checked, run_counted
 from olsctl.checker import StrictChecker
 from olsctl.policies import make_policy
-from olsctl.policies.order import ORDERS
+from olsctl.policies.core.order import ORDERS
 from olsctl.whatif import run_whatif
 
 SETTINGS = settings(max_examples=60, deadline=None,

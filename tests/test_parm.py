@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from olsctl.perfmodel import Config
 from olsctl.policies import make_policy
-from olsctl.policies.parm import pareto_configs, solve_exact, solve_greedy
+from olsctl.policies.budget.parm import pareto_configs, solve_exact, solve_greedy
 from olsctl.workload import load_workload
 from test_rmap import already_running, assert_budget_kept, hand_state, run_budget
 

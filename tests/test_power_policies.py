@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from conftest import make_main, workload_from_rows
 from olsctl.checker import StrictChecker
 from olsctl.policies import REGISTRY, make_policy
-from olsctl.policies.verify import VERIFY
+from olsctl.policies.power.verify import VERIFY
 from olsctl.power.cap import CapSchedule
 from olsctl.power.profiles import PowerProfiles, ProfileSettings, synthetic_profiles
 from olsctl.power.runtime import power_state

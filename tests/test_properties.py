@@ -25,7 +25,7 @@ from conftest import (
     starts_of,
 )
 from olsctl.checker import StrictChecker
-from olsctl.policies.backfill import easy_pass
+from olsctl.policies.easy.passes import easy_pass
 from olsctl.whatif import run_whatif
 
 SETTINGS = settings(max_examples=150, deadline=None,

@@ -17,8 +17,8 @@ from olsctl.cli import main
 from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_timeline, node_options,
                               power_factor, scale_factor)
 from olsctl.policies import REGISTRY, make_policy
-from olsctl.policies.backfill import Reservation, backfill_pass
-from olsctl.policies.overprovision import NO_WIDTH, BudgetResources
+from olsctl.policies.core.backfill import Reservation, backfill_pass
+from olsctl.policies.budget.overprovision import NO_WIDTH, BudgetResources
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState
 from olsctl.whatif import run_whatif

@@ -140,7 +140,7 @@ def test_new_trial_is_the_trial_the_dataclass_makes():
     """new_trial (a batch's fast way to make a Trial) sets every field, as Trial does."""
     from dataclasses import fields
 
-    from olsctl.controller.scoring import Trial, new_trial
+    from olsctl.controller.trials import Trial, new_trial
 
     c = Candidate(8, params=(("share", 2),))
     inf, nan = float("inf"), float("nan")

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import make_main, starts_of, workload_from_rows
 from olsctl.controller import Candidate, Controller, ControllerSettings, Trial, choose, what_if
-from olsctl.controller.scoring import SLA_METRICS
+from olsctl.controller.trials import SLA_METRICS
 from olsctl.state import Snapshot
 from olsctl.synth import CongestedSpec, congested_jobs, congested_swf
 

@@ -15,8 +15,8 @@ def kernels_ready() -> None:
     """Compile (or load) the kernels the controller's runs call, EASY's and MQBF's,
     before any run is timed: a first run after an install or a change would otherwise
     count their compile time as the controller's."""
-    from olsctl.policies.jit import compile_kernels, compiled
-    from olsctl.policies.mqbf_kernels import mqbf_warm_up
+    from olsctl.policies.core.jit import compile_kernels, compiled
+    from olsctl.policies.mqbf.forward import mqbf_warm_up
 
     compile_kernels()
     mqbf_warm_up(compiled())

@@ -1,4 +1,4 @@
-"""MQBF what-ifs, Python pass against the compiled loop (:mod:`olsctl.mqbf_whatif`), on the
+"""MQBF what-ifs, Python pass against the compiled loop (:mod:`olsctl.policies.mqbf.whatif`), on the
 what-ifs a real MQBF/OLS run asks for (``configs/mqbf-ols.yaml`` on a bundled log).
 
 ``python -m olsctl.bench.mqbf_whatif [--trace SDSC-SP2] [--every 10] [--turns 5]``
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from olsctl.controller import scoring
-from olsctl.controller.scoring import WhatIfRun, setting_of
-from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate
+from olsctl.controller import batch as batches
+from olsctl.controller.scoring import WhatIfRun
+from olsctl.controller.trials import setting_of
+from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate
 from olsctl.policies import make_policy
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
@@ -114,9 +115,9 @@ def _run_with(trace: str, hook, ticks: int | None = None, config: Path = CONFIG)
         done[0] += 1
         tick(self, sim)
 
-    template = scoring._template
+    template = batches.tick_template
     WhatIfRun.__init__, Controller._tick = watched_init, counted_tick
-    scoring._template = lambda *args: None
+    batches.tick_template = lambda *args: None
     try:
         with tempfile.TemporaryDirectory() as out:
             try:
@@ -125,7 +126,7 @@ def _run_with(trace: str, hook, ticks: int | None = None, config: Path = CONFIG)
                 pass
     finally:
         WhatIfRun.__init__, Controller._tick = init, tick
-        scoring._template = template
+        batches.tick_template = template
 
 
 def collect(trace: str, ticks: int | None = None, every: int = 1,
@@ -233,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sum(c.snap.job_id.size for c in cases) / max(1, len(cases))
     print(f"{args.trace}: {len(cases)} what-ifs of every {args.every}th tick, {jobs:.1f} "
           f"jobs each on average (collected in {time.perf_counter() - t0:.1f} s)")
-    from olsctl.policies.jit import compiled
-    from olsctl.policies.mqbf_kernels import mqbf_warm_up
+    from olsctl.policies.core.jit import compiled
+    from olsctl.policies.mqbf.forward import mqbf_warm_up
 
     t0 = time.perf_counter()
     mqbf_warm_up(compiled())

@@ -168,7 +168,8 @@ def compile_times() -> tuple[float, float]:
     import sys
     import tempfile
 
-    code = "from olsctl.policies.jit import compile_kernels; print(compile_kernels())"
+    code = ("import olsctl.feedback; from olsctl.policies.core.jit import compile_kernels; "
+            "print(compile_kernels())")
     times = []
     with tempfile.TemporaryDirectory(prefix="olsctl-numba-") as tmp:
         env = {**os.environ, "NUMBA_CACHE_DIR": tmp}

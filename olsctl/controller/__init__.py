@@ -36,9 +36,8 @@ This module only re-exports what the rest of olsctl uses.
 from __future__ import annotations
 
 from olsctl.controller.dispatch import Dispatcher
-from olsctl.controller.scoring import (COSTS, INF, SLA_METRICS, Candidate, Trial, WhatIfRun,
-                                       WhatIfTask, known_costs, percentile, weighted_cost,
-                                       what_if, what_if_batch)
+from olsctl.controller.trials import COSTS, INF, SLA_METRICS, Candidate, Trial, WhatIfTask, known_costs, percentile, weighted_cost
+from olsctl.controller.scoring import WhatIfRun, what_if, what_if_batch
 from olsctl.controller.search import KNOWN_COSTS, STRATEGIES, SearchContext, choose
 from olsctl.controller.settings import ARRIVAL_MODELS, SEARCHES, ControllerSettings
 from olsctl.controller.tick import Controller

@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from olsctl.controller.scoring import (Candidate, Trial, WhatIfRun, WhatIfTask, _failed,
-                                       _timed_batch, run_batch, what_if_batch)
-from olsctl.controller import easy_batch as batches
+from olsctl.controller.trials import Candidate, Trial, WhatIfTask, failed_trial
+from olsctl.controller import batch as batches
+from olsctl.controller.scoring import WhatIfRun, _timed_batch, run_batch, what_if_batch
 from olsctl.workers import processes_for
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class Dispatcher:
         try:
             trial = run.resume(stop)
         except Exception as exc:  # as a what-if that raises
-            trial = _failed(task, c, f"{type(exc).__name__}: {exc}")
+            trial = failed_trial(task, c, f"{type(exc).__name__}: {exc}")
         if not trial.complete:
             self.cut[c] = run
         return trial
@@ -137,7 +137,7 @@ class Dispatcher:
     def closest_here(self, trials: list[Trial], metric: str) -> list[Trial] | None:
         """``trials`` with the closest to the SLA finished in one compiled call, when
         the what-ifs cut short among them are of one EASY batch run in this process
-        (:func:`olsctl.controller.easy_batch.complete_closest`); else None."""
+        (:func:`olsctl.controller.batch.complete_closest`); else None."""
         got = batches.complete_closest(trials, self.cut, metric)
         if got is None:
             return None

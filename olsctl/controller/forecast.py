@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from olsctl.controller.scoring import WhatIfTask
+    from olsctl.controller.trials import WhatIfTask
     from olsctl.state import SimState, Snapshot
 
 

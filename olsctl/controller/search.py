@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from olsctl.controller.scoring import (INF, Candidate, Trial, WhatIfTask, known_costs,
-                                       weighted_cost)
+from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask, known_costs, weighted_cost
 
 if TYPE_CHECKING:
     from olsctl.controller.dispatch import Dispatcher

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
-from olsctl.controller.scoring import Candidate
+from olsctl.controller.trials import Candidate
 from olsctl.controller.search import STRATEGIES
 
 #: what a what-if knows of jobs to come: none (Lawson & Smirni), the last interval's

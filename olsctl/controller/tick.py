@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from olsctl.backends import BackendDown
 from olsctl.controller.dispatch import Dispatcher
-from olsctl.controller.scoring import INF, Candidate, Trial, WhatIfTask, what_if_batch
+from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask
+from olsctl.controller.scoring import what_if_batch
 from olsctl.controller.search import (STRATEGIES, SearchContext, _complete_closest, choose,
                                       settled)
 from olsctl.controller.settings import ControllerSettings

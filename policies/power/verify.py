@@ -39,7 +39,6 @@ def verify_gaussian(state: "SimState", predictor: Any, j: int) -> Prediction:
     n = state.procs[j]
     return n * predictor.predict(state, j, "mean"), n * predictor.predict(state, j, "std")
 
-
 VERIFY: dict[str, Callable[["SimState", Any, int], Prediction]] = {
     "naive": verify_naive,
     "mean": verify_mean,

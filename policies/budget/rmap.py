@@ -2,8 +2,8 @@
 
 Every job has a job-level power bound, its fair share of the jobs' budget: the budget x
 its requested nodes / the machine's nodes. All three are EASY backfilling (FCFS) over
-nodes and power (the shared core :func:`olsctl.policies.backfill.backfill_pass` over
-:class:`olsctl.policies.overprovision.BudgetResources`); they differ in the
+nodes and power (the shared core :func:`olsctl.policies.core.backfill.backfill_pass` over
+:class:`olsctl.policies.budget.overprovision.BudgetResources`); they differ in the
 configurations (nodes, per-node cap) a job may run in, :meth:`_Rmap.options`:
 
 - **Traditional** (worst-case provisioning): the requested nodes, uncapped, holding
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from olsctl.perfmodel import BudgetRun, Config, power_factor
-from olsctl.policies.backfill import backfill_pass
-from olsctl.policies.overprovision import NO_WIDTH, BudgetPolicy, BudgetResources
+from olsctl.policies.core.backfill import backfill_pass
+from olsctl.policies.budget.overprovision import NO_WIDTH, BudgetPolicy, BudgetResources
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

@@ -1,7 +1,7 @@
-"""What the power-budget policies share (RMAP in :mod:`olsctl.policies.rmap`, PARM in
-:mod:`olsctl.policies.parm`): settings of an overprovisioned machine and of the job
+"""What the power-budget policies share (RMAP in :mod:`olsctl.policies.budget.rmap`, PARM in
+:mod:`olsctl.policies.budget.parm`): settings of an overprovisioned machine and of the job
 model, the job power budget, and the resources of EASY backfilling over nodes and power
-(:class:`BudgetResources`, for the shared core :mod:`olsctl.policies.backfill`).
+(:class:`BudgetResources`, for the shared core :mod:`olsctl.policies.core.backfill`).
 
 The machine has ``N`` nodes (the run's processors, one node each) and a power bound of
 ``bound x N x node_peak_w``; ``share`` of it is the budget jobs may hold. A running job
@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from olsctl.policies.backfill import INF, Reservation
-from olsctl.policies.base import PolicyBase
+from olsctl.policies.core.backfill import INF, Reservation
+from olsctl.policies.core.base import PolicyBase
 from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_csr, budget_run,
                               budget_timeline)
 
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from olsctl.state import SimState
     from olsctl.workload import Workload
 
-
 #: default per-node cap levels (fractions of node_peak_w; 0.45 is a 115 W socket at 51 W)
 CAP_LEVELS = (0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 1.0)
+
 #: default node counts of a moldable job, as factors of its request
 SIZES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5, 1.75, 2.0)
 
@@ -172,7 +172,7 @@ class BudgetPolicy(PolicyBase):
 
 class BudgetResources:
     """EASY's fit test over nodes and power, the :class:`Resources` of
-    :func:`~olsctl.policies.backfill.backfill_pass` for the budget policies (power in
+    :func:`~olsctl.policies.core.backfill.backfill_pass` for the budget policies (power in
     integer mW).
 
     A job may start in any configuration of ``options(j)``, preferred first: it starts
@@ -263,13 +263,12 @@ class BudgetResources:
 
 
 class _NoWidth:
-    """Job widths for :func:`~olsctl.policies.backfill.backfill_pass` that rule no job
+    """Job widths for :func:`~olsctl.policies.core.backfill.backfill_pass` that rule no job
     out before :meth:`BudgetResources.try_start` is asked."""
 
     __slots__ = ()
 
     def __getitem__(self, j: int) -> int:
         return 0
-
 
 NO_WIDTH: Sequence[int] = _NoWidth()  # type: ignore[assignment]

@@ -1,9 +1,9 @@
 """EASY backfilling: one reservation, for the job at the head of the queue.
 
-A pass is the kernels' pass (:mod:`olsctl.policies.kernels`, through
-:func:`olsctl.policies.backfill.easy_pass`), in the main simulator and in what-ifs alike;
+A pass is the kernels' pass (:mod:`olsctl.policies.easy.kernels`, through
+:func:`olsctl.policies.easy.passes.easy_pass`), in the main simulator and in what-ifs alike;
 what-ifs without power, limit, budget, arrivals or checker run EASY's whole loop compiled
-(:func:`olsctl.policies.forward.easy_forward`, chosen by :func:`olsctl.whatif.steps`).
+(:func:`olsctl.policies.easy.forward.easy_forward`, chosen by :func:`olsctl.whatif.steps`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from olsctl.policies.backfill import Reservation, easy_pass
-from olsctl.policies.base import PolicyBase
-from olsctl.policies.kernels import ORDER_CODES
+from olsctl.policies.core.backfill import Reservation
+from olsctl.policies.easy.passes import easy_pass
+from olsctl.policies.core.base import PolicyBase
+from olsctl.policies.core.order import ORDER_CODES
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -25,7 +26,7 @@ class EasyBackfill(PolicyBase):
 
     order: str = "fcfs"
     name: str = field(default="easy", init=False)
-    #: the order's code for the kernels (:data:`olsctl.policies.kernels.ORDER_CODES`)
+    #: the order's code for the kernels (:data:`olsctl.policies.core.order.ORDER_CODES`)
     order_code: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

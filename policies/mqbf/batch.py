@@ -1,71 +1,72 @@
-"""A tick's MQBF what-ifs in one compiled call.
+"""A tick's MQBF what-ifs in one compiled call (MQBF's compiled batch, declared by its
+registry entry).
 
-Here belongs :func:`mqbf_batch`, MQBF's counterpart of
-:func:`olsctl.controller.easy_batch.easy_batch`: for a snapshot with nothing but
-processors, no arrivals and one MQBF policy (a built-in order) under every candidate,
-the what-ifs of a batch of candidates run one after the other inside
-:func:`olsctl.policies.mqbf_kernels.mqbf_candidates`, each in its row of arrays copied
-from the tick's :class:`olsctl.mqbf_whatif.MqbfTemplate`, and are scored there, each
-queue's mean bounded slowdown included. The trials are the ones
+Here belongs :func:`batch`, MQBF's counterpart of :func:`olsctl.policies.easy.batch.batch`:
+for a snapshot with nothing but processors, no arrivals and one MQBF policy (a built-in
+order) under every candidate, the what-ifs of a batch of candidates run one after the
+other inside :func:`olsctl.policies.mqbf.forward.mqbf_candidates`, each in its row of
+arrays copied from the tick's :class:`olsctl.policies.mqbf.whatif.MqbfTemplate`, and are
+scored there, each queue's mean bounded slowdown included. The trials are the ones
 :class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit; only the Python around
-each what-if is gone. A what-if cut short keeps its row, to go on
-(:class:`olsctl.controller.easy_batch.BatchCut`), and finishing the closest when none
-meets the SLA runs in one call (:func:`olsctl.controller.easy_batch.complete_closest`).
+each what-if is gone. The plan, the cuts and the closest's finishing are the
+controller's (:mod:`olsctl.controller.batch`).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from olsctl.controller import scoring
-from olsctl.controller.easy_batch import batch_plan, batch_trials, row_trial
-from olsctl.controller.scoring import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
+from olsctl.controller import batch as batches
+from olsctl.controller.batch import batch_trials, row_trial
+from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.mqbf_whatif import MqbfTemplate
-from olsctl.policies import forward as fw
-from olsctl.policies.jit import compiled
+from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.loop import LIMIT, METRIC
+from olsctl.policies.core.score import N_ROW
+from olsctl.policies.mqbf.whatif import MqbfTemplate
+
+if TYPE_CHECKING:
+    from olsctl.controller.batch import _Plan
 
 
-def mqbf_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None = None,
-               first_met: tuple[str, float] | None = None,
-               then_closest: bool = False) -> tuple[list[Trial], int] | None:
-    """The trials of ``cands`` (in order) and how many times a what-if cut short went
-    on, or None when the batch does not qualify (see the module's doc); ``keep``,
-    ``first_met`` and ``then_closest`` as for
-    :func:`olsctl.controller.easy_batch.easy_batch`."""
+def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
+          keep: dict | None = None, first_met: tuple[str, float] | None = None,
+          then_closest: bool = False) -> tuple[list[Trial], int] | None:
+    """The trials of ``cands`` (in order, their policies MQBF's, planned as ``plan``)
+    and how many times a what-if cut short went on, or None when their policies differ
+    or the snapshot has no template (power, a limit, a budget...); the rest as
+    :func:`olsctl.controller.batch.fast_batch`."""
     snap = task.snapshot
-    if task.arrivals is not None and len(task.arrivals):
-        return None
-    plan = batch_plan(task, cands)
-    if plan is None or plan.mqbf is None:
+    policy = plan.policies[0]
+    if any(p != policy for p in plan.policies):
         return None
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
     # (the tick's template, shared with the what-ifs run one by one; through the module,
     # so that a template withheld there sends every what-if to the Python pass)
-    template = scoring._template(snap, plan.mqbf, until, task)
-    if type(template) is not MqbfTemplate:
+    template = batches.tick_template(snap, policy, until, task)
+    if template is None:
         return None
     metric = task.stop_above[0] if task.stop_above is not None else None
-    batch = MqbfBatch(template, len(cands), metric, task.horizon_s is not None)
+    rows = MqbfBatch(template, len(cands), metric, task.horizon_s is not None)
     sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
                                                     float(first_met[1]))
     setting = np.column_stack((plan.machine, plan.active, plan.wake_n, plan.due))
-    shared = batch.shared
+    shared = rows.shared
     ran, went_on = compiled().mqbf_candidates(
-        *shared[:8], snap.n_running, *shared[8:], *batch.rows, setting, plan.wake_t,
-        batch.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
-        first_met is not None and then_closest, batch.out)
-    return batch_trials(batch, cands, plan.costs, ran, keep), went_on
+        *shared[:8], snap.n_running, *shared[8:], *rows.rows, setting, plan.wake_t,
+        rows.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
+        first_met is not None and then_closest, rows.out)
+    return batch_trials(rows, cands, plan.costs, ran, keep), went_on
 
 
 class MqbfBatch:
     """The arrays of a batch of ``count`` MQBF what-ifs from ``template``: the job
     columns and a pass's scratch, ``shared``; one row per what-if in each of ``rows``
-    (the arrays an :class:`olsctl.mqbf_whatif.MqbfRun` owns, and the partitions' active
+    (the arrays an :class:`olsctl.policies.mqbf.whatif.MqbfRun` owns, and the partitions' active
     processors), the last row the template's; ``out``, each what-if's scores (see
-    :func:`olsctl.policies.mqbf_kernels.mqbf_candidates`). ``censor``: waits are
+    :func:`olsctl.policies.mqbf.forward.mqbf_candidates`). ``censor``: waits are
     censored at a horizon; ``metric``: the SLA bound's."""
 
     #: the template's arrays that get a row per what-if, in the kernels' order
@@ -90,7 +91,7 @@ class MqbfBatch:
             row[count] = like
             rows.append(row)
         self.rows = tuple(rows)
-        self.out = np.empty((count, fw.N_ROW + self.queues))
+        self.out = np.empty((count, N_ROW + self.queues))
 
     def trial(self, c: Candidate, row: list, cost: float) -> Trial:
         """The trial of candidate ``c``'s row of ``out`` (as a list)."""
@@ -101,14 +102,14 @@ class MqbfBatch:
         its end): into ``out[i]``."""
         count, clock = self.rows[8], self.rows[9]
         if limit is None:
-            count[i, fw.METRIC] = 0
+            count[i, METRIC] = 0
         else:
-            clock[i, fw.LIMIT] = limit
+            clock[i, LIMIT] = limit
         compiled().settle_at(i, *self.shared, *self.rows, self.censor, BSLD_BOUND_S,
                              self.out)
 
     def closest(self, sla: int, done: np.ndarray, value: np.ndarray, active: np.ndarray,
                 row: np.ndarray, moved: np.ndarray) -> int:
-        """:func:`olsctl.policies.mqbf_kernels.mqbf_closest` over this batch's rows."""
+        """:func:`olsctl.policies.mqbf.forward.mqbf_closest` over this batch's rows."""
         return compiled().mqbf_closest(*self.shared, *self.rows, self.censor, BSLD_BOUND_S,
                                        sla, done, value, active, row, self.out, moved)

@@ -1,4 +1,4 @@
-"""MQBF what-ifs run by the compiled loop :func:`olsctl.policies.mqbf_kernels.mqbf_forward`.
+"""MQBF what-ifs run by the compiled loop :func:`olsctl.policies.mqbf.forward.mqbf_forward`.
 
 :class:`MqbfTemplate` turns a snapshot and an MQBF policy into the loop's arrays, once;
 :class:`MqbfRun` is one what-if from copies of them under a machine setting (active
@@ -16,9 +16,10 @@ from fractions import Fraction
 import numpy as np
 
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.policies import forward as fw
-from olsctl.policies import kernels
-from olsctl.policies.jit import compiled
+from olsctl.policies.core import loop as fw
+from olsctl.policies.core.bound import BOUND_METRICS
+from olsctl.policies.core.order import ORDER_CODES
+from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.state import Snapshot
 from olsctl.whatif import WhatIfResult
@@ -41,9 +42,28 @@ def integer_weights(policy: MultiQueueBackfill) -> np.ndarray:
         _WEIGHTS[key] = got
     return got
 
-
 #: :func:`integer_weights` by (queues, shares)
 _WEIGHTS: dict = {}
+
+
+def steps(policy: MultiQueueBackfill, state, until_s: float,
+          stop_above: "tuple[str, float] | None", raise_at: "tuple[float, int] | None"):
+    """None: the what-if of a live state runs MQBF's Python pass (which calls the
+    compiled phases); only a tick's template runs the compiled loop."""
+    return None
+
+
+def template_key(policy: MultiQueueBackfill) -> MultiQueueBackfill:
+    """A template is made for one MQBF policy (its queues, shares and order)."""
+    return policy
+
+
+def template(snap: Snapshot, policy: MultiQueueBackfill, until_s: float,
+             stop_above: "tuple[str, float] | None") -> "MqbfTemplate | None":
+    """The tick's template of ``snap`` under ``policy`` (None when it holds more than
+    processors and partitions, or the order is not a built-in one)."""
+    return MqbfTemplate(snap, policy, until_s, stop_above) \
+        if MqbfTemplate.fits(snap, policy) else None
 
 
 class MqbfTemplate:
@@ -65,7 +85,7 @@ class MqbfTemplate:
         nr = snap.n_running
         self.snap = snap
         self.kernels = k = compiled()
-        self.code = kernels.ORDER_CODES[policy.order]
+        self.code = ORDER_CODES[policy.order]
         self.borrow = bool(policy.borrow)
         n = self.n = int(snap.job_id.size)
         parts = policy.queues
@@ -96,7 +116,7 @@ class MqbfTemplate:
         a["pivot_j"] = np.full(parts, -1, dtype=np.int64)
         a["started"] = np.zeros(n, dtype=np.int64)
         metric = 0 if stop_above is None or n == 0 else \
-            kernels.BOUND_METRICS.get(stop_above[0], 0)
+            BOUND_METRICS.get(stop_above[0], 0)
         count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
         count[fw.NQ] = n - nr
         count[fw.METRIC] = metric
@@ -113,8 +133,13 @@ class MqbfTemplate:
     def fits(snap: Snapshot, policy: MultiQueueBackfill) -> bool:
         """Whether a template can stand for this snapshot's what-ifs under ``policy``."""
         return (snap.power is None and snap.limit is None and snap.budget is None
-                and policy.order in kernels.ORDER_CODES
+                and policy.order in ORDER_CODES
                 and None not in snap.running_alloc[:snap.n_running])
+
+    def start(self, policy: MultiQueueBackfill, active: int,
+              wake: "tuple[float, int] | None", pass_due: bool) -> "MqbfRun":
+        """:meth:`run` (the template is made for ``policy``)."""
+        return self.run(active, wake, pass_due)
 
     def run(self, active: int, wake: "tuple[float, int] | None" = None,
             pass_due: bool | None = None) -> "MqbfRun":

@@ -10,8 +10,11 @@ the kernels' source files (numba's ``cache=True``). With ``NUMBA_DISABLE_JIT=1``
 
 So each rule is written once: the main simulator calls EASY's plain functions over its
 lists and MQBF's compiled pass over arrays; the what-if loops call the compiled ones.
-SLA feedback's realized metric (:func:`olsctl.feedback.window_metric`), which a
-controller takes every tick, is compiled the same way.
+Kernels outside the policies (SLA feedback's realized metric, which a controller takes
+every tick) are compiled the same way: a kernel module imported after the first
+:func:`compiled` joins the compiled kernels at the next call. A module registers what
+compiles its kernels on a tiny case with :func:`warm_up`, which
+:func:`compile_kernels` runs.
 """
 
 from __future__ import annotations
@@ -20,12 +23,23 @@ import importlib
 import sys
 import time
 import types
-from typing import Callable
+from typing import Callable, Iterable
 
 _KERNELS: dict[str, Callable] = {}
+
 _COMPILED: "types.SimpleNamespace | None" = None
+
+#: the names the compiled kernels see (:func:`_shared_scope`), and the kernels registered
+#: since the compiled ones were made, to join them at the next :func:`compiled`
+_SCOPE: dict = {}
+_PENDING: list[str] = []
+
+#: what compiles each kernel module's kernels on a tiny case (see :func:`warm_up`)
+_WARM_UPS: list[Callable] = []
+
 #: the kernels compiled into their callers (see :func:`kernel`)
 _INLINE: set[str] = set()
+
 #: the kernels compiled without reference counts (see :func:`kernel`)
 _NO_REFCOUNTS: set[str] = set()
 
@@ -60,6 +74,16 @@ def kernel(func: Callable | None = None, *, inline: bool = False,
         _INLINE.add(name)
     if not refcounts:
         _NO_REFCOUNTS.add(name)
+    if _COMPILED is not None:
+        _PENDING.append(name)
+    return func
+
+
+def warm_up(func: Callable) -> Callable:
+    """Register ``func(k)``, which runs a kernel module's kernels ``k``
+    (:func:`compiled`) on a tiny case, for :func:`compile_kernels` (returned
+    unchanged)."""
+    _WARM_UPS.append(func)
     return func
 
 
@@ -70,6 +94,13 @@ def compiled_if_loaded() -> "types.SimpleNamespace | None":
     return _COMPILED
 
 
+def plain() -> types.SimpleNamespace:
+    """Every kernel as the plain Python function it is, by name (what :func:`compiled`
+    gives with the JIT disabled)."""
+    _load_kernel_modules()
+    return types.SimpleNamespace(**_KERNELS)
+
+
 def compiled() -> types.SimpleNamespace:
     """The compiled kernels, by name (compiled lazily, at each one's first call, or
     loaded from the cache)."""
@@ -77,38 +108,56 @@ def compiled() -> types.SimpleNamespace:
     if _COMPILED is None:
         _load_kernel_modules()
         _skip_blas_probe()
-        from numba import njit
-
-        scope = _shared_scope()
-        for name, func in _KERNELS.items():
-            copy = types.FunctionType(func.__code__, scope, name, func.__defaults__,
-                                      func.__closure__)
-            copy.__qualname__ = func.__qualname__
-            copy.__module__ = func.__module__
-            # (every kernel says whether it counts references: one that did not would
-            # inherit the setting of the first kernel compiling a call to it)
-            scope[name] = njit(cache=True, inline="always" if name in _INLINE else "never",
-                               _nrt=name not in _NO_REFCOUNTS)(copy)
-        _COMPILED = types.SimpleNamespace(**{name: scope[name] for name in _KERNELS})
+        _SCOPE.update(_shared_scope(_KERNELS.values()))
+        _COMPILED = types.SimpleNamespace()
+        for name in _KERNELS:
+            _compile(name)
+    elif _PENDING:  # kernel modules imported since: their names join the scope
+        late = [_KERNELS[name] for name in _PENDING]
+        for name, value in _shared_scope(late).items():
+            _bind(_SCOPE, name, value, late[0])
+        while _PENDING:
+            _compile(_PENDING.pop(0))
     return _COMPILED
 
 
-def _shared_scope() -> dict:
-    """The names the compiled kernels see besides one another: every kernel module's
-    constants and imports (and the first one's module attributes, ``__builtins__``
-    among them), in one scope. A name bound to different values in two modules is
-    refused (ValueError): one module's kernels would see the other's."""
+def _compile(name: str) -> None:
+    """The compiled copy of kernel ``name``, its global names resolved in the scope."""
+    from numba import njit
+
+    func = _KERNELS[name]
+    copy = types.FunctionType(func.__code__, _SCOPE, name, func.__defaults__,
+                              func.__closure__)
+    copy.__qualname__ = func.__qualname__
+    copy.__module__ = func.__module__
+    # (every kernel says whether it counts references: one that did not would inherit
+    # the setting of the first kernel compiling a call to it)
+    _SCOPE[name] = njit(cache=True, inline="always" if name in _INLINE else "never",
+                        _nrt=name not in _NO_REFCOUNTS)(copy)
+    setattr(_COMPILED, name, _SCOPE[name])
+
+
+def _shared_scope(funcs: "Iterable[Callable] | None" = None) -> dict:
+    """The names the compiled kernels (``funcs``, default all) see besides one another:
+    every kernel module's constants and imports (and the first one's module
+    attributes, ``__builtins__`` among them), in one scope. A name bound to different
+    values in two modules is refused (ValueError): one module's kernels would see the
+    other's."""
     scope: dict = {}
-    for func in _KERNELS.values():
+    for func in _KERNELS.values() if funcs is None else funcs:
         for name, value in func.__globals__.items():
-            if name in _KERNELS:
-                continue
-            had = scope.setdefault(name, value)
-            if had is not value and not name.startswith("__") \
-                    and not _same_constant(had, value):
-                raise ValueError(f"kernel modules bind {name!r} to different values "
-                                 f"({func.__module__}: {value!r}, elsewhere: {had!r})")
+            if name not in _KERNELS:
+                _bind(scope, name, value, func)
     return scope
+
+
+def _bind(scope: dict, name: str, value, func: Callable) -> None:
+    """Bind ``name`` in ``scope`` to ``func``'s module's ``value``, unless bound to
+    another value already (ValueError)."""
+    had = scope.setdefault(name, value)
+    if had is not value and not name.startswith("__") and not _same_constant(had, value):
+        raise ValueError(f"kernel modules bind {name!r} to different values "
+                         f"({func.__module__}: {value!r}, elsewhere: {had!r})")
 
 
 def _same_constant(a, b) -> bool:
@@ -139,19 +188,19 @@ def _skip_blas_probe() -> None:
 
 
 def _load_kernel_modules() -> None:
-    """Import every module that defines kernels, so that all are registered."""
-    import olsctl.feedback  # noqa: F401
-    import olsctl.policies.forward  # noqa: F401
-    import olsctl.policies.kernels  # noqa: F401
-    import olsctl.policies.mqbf_kernels  # noqa: F401
+    """Import the policies' kernel modules (each imports the kernel modules it calls),
+    so that all their kernels are registered."""
+    import olsctl.policies.easy.forward  # noqa: F401
+    import olsctl.policies.mqbf.forward  # noqa: F401
 
 
 def compile_kernels() -> float:
-    """Compile every kernel (or load it from the cache) by running the what-if loop on a
-    tiny case; returns the seconds it took (the first run's compile time when the cache
-    is empty)."""
+    """Compile every kernel (or load it from the cache) by running each registered warm-up
+    (:func:`warm_up`: the what-if loops on a tiny case, and those of kernel modules
+    imported so far); returns the seconds it took (the first run's compile time when
+    the cache is empty)."""
     t0 = time.perf_counter()
-    from olsctl.policies.forward import warm_up
-
-    warm_up(compiled())
+    k = compiled()
+    for func in list(_WARM_UPS):
+        func(k)
     return time.perf_counter() - t0

@@ -1,94 +1,22 @@
-"""Power-aware policies: naive capping, Wallace's window knapsack, a greedy knapsack,
-and EASY with a power verification method (Carastan-Santos et al.).
-
-All need a run with power (``state.power``). The cap is kept on the machine's measured
-power: starting ``n`` processors predicted at ``p`` W each adds ``n x (p - idle_w)``
-(an idle processor already drew ``idle_w``), and a pass may add at most the headroom,
-cap in force minus measured power. Predictions come from a pluggable predictor
-(:mod:`olsctl.power.predict`).
+"""The knapsack policies under a power cap: Wallace et al.'s window 0-1 knapsack and the
+greedy knapsack by profit per predicted power increase.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
 
+from olsctl.policies.power.capping import FORCE
+from olsctl.policies.power.capping import _PowerPolicy
+from olsctl.policies.power.capping import _increase
+from olsctl.policies.power.capping import force_if_idle
+import math
 import numpy as np
-
-from olsctl.policies.base import PolicyBase
-from olsctl.policies.verify import VERIFY
-from olsctl.policies.backfill import CountResources, backfill_pass
-from olsctl.policies.order import ORDERS, Order
-from olsctl.power.predict import make_predictor
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
-
-#: what the window knapsack does when its window is full and nothing fits
-FORCE = ("now", "when-fits", "reserve")
-
-
-def force_if_idle(state: "SimState", ordered: list[int]) -> None:
-    """[choice] When nothing runs and nothing started in this pass, the first waiting job
-    that has the processors starts anyway (a forced start): an idle machine frees no
-    power by waiting, so the job would otherwise wait for ever."""
-    if state.running or state.started:
-        return
-    free = state.active_procs - state.busy_procs
-    for j in ordered:
-        if state.procs[j] <= free:
-            state.start(j)
-            state.power.forced_starts += 1
-            return
-
-
-def _increase(state: "SimState", predictor, j: int, stat: str = "mean") -> float:
-    """Predicted rise of machine power if job ``j`` starts on idle processors."""
-    return state.procs[j] * (predictor.predict(state, j, stat) - state.power.idle_w)
-
-
-@dataclass(frozen=True)
-class _PowerPolicy(PolicyBase):
-    predictor: Any = "oracle"
-    order: str = "fcfs"
-    _order: Order = field(init=False, repr=False, compare=False)
-    _predictor: Any = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_order", ORDERS[self.order])
-        object.__setattr__(self, "_predictor", make_predictor(self.predictor))
-
-    def _check(self, state: "SimState") -> None:
-        if state.power is None:
-            raise ValueError(f"policy {self.name} needs power: add a power section")
-
-
-@dataclass(frozen=True)
-class NaiveCapping(_PowerPolicy):
-    """FCFS, one job at a time, assuming every processor draws its peak; stops at the
-    first job that does not fit (Wallace et al.'s baseline)."""
-
-    name: str = field(default="naive-cap", init=False)
-
-    def schedule(self, state: "SimState") -> None:
-        self._check(state)
-        p = state.power
-        free = state.active_procs - state.busy_procs
-        room = p.headroom_w(state)
-        ordered = self._order(state, state.queue)
-        for j in ordered:
-            need = state.procs[j] * (p.peak_w - p.idle_w)
-            if state.procs[j] > free or need > room:
-                break
-            state.start(j)
-            free -= state.procs[j]
-            room -= need
-        force_if_idle(state, ordered)
-
-    def settings(self) -> dict:
-        return {"name": self.name, "order": self.order}
 
 
 @dataclass(frozen=True)
@@ -302,72 +230,3 @@ class GreedyKnapsack(_PowerPolicy):
 
     def settings(self) -> dict:
         return {"name": self.name, "profit": self.profit, "predictor": self.predictor}
-
-
-class PowerCountResources(CountResources):
-    """EASY's fit test plus the policy's power verification (:data:`VERIFY`) of the
-    running jobs and the candidate against the cap in force."""
-
-    __slots__ = ("predict", "predictor", "sigma", "sum_w", "sum_var", "base_w", "cap_w")
-
-    def __init__(self, state: "SimState", policy: "PowerEasy") -> None:
-        super().__init__(state)
-        self.predict = VERIFY[policy.verify]
-        self.predictor = policy._predictor
-        self.sigma = policy.sigma
-        p = state.power
-        self.sum_w = self.sum_var = 0.0
-        for _, j in state.running:
-            m, sd = self.predict(state, self.predictor, j)
-            self.sum_w += m
-            if sd is not None:
-                self.sum_var += sd * sd
-        busy, active = state.busy_procs, state.active_procs
-        sleeping = state.total_procs - (active if active > busy else busy)
-        self.base_w = p.sleep_w * sleeping
-        self.cap_w = p.cap_now(state)
-
-    def try_start(self, j: int) -> bool:
-        st = self.state
-        m, sd = self.predict(st, self.predictor, j)
-        var = self.sum_var if sd is None else self.sum_var + sd * sd
-        idle = st.active_procs - st.busy_procs - st.procs[j]
-        margin = 0.0 if sd is None else self.sigma * math.sqrt(var)
-        total = (self.sum_w + m + margin
-                 + st.power.idle_w * (idle if idle > 0 else 0) + self.base_w)
-        if total > self.cap_w:
-            return False
-        if not super().try_start(j):
-            return False
-        self.sum_w += m
-        self.sum_var = var
-        return True
-
-
-@dataclass(frozen=True)
-class PowerEasy(_PowerPolicy):
-    """EASY backfilling (FCFS or SAF) where a job also has to pass a power verification
-    of the predicted power of it and the running jobs against the cap."""
-
-    verify: str = "gaussian"
-    sigma: float = 3.0
-    name: str = field(default="easy-power", init=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.verify not in VERIFY:
-            raise ValueError(f"verify: must be one of {', '.join(VERIFY)} (got {self.verify!r})")
-        if self.sigma < 0:
-            raise ValueError(f"sigma: must be >= 0 (got {self.sigma})")
-
-    def schedule(self, state: "SimState") -> None:
-        self._check(state)
-        if state.busy_procs >= state.active_procs or not state.queue:
-            return
-        ordered = self._order(state, state.queue)
-        backfill_pass(state, ordered, PowerCountResources(state, self))
-        force_if_idle(state, ordered)
-
-    def settings(self) -> dict:
-        return {"name": self.name, "order": self.order, "verify": self.verify,
-                "sigma": self.sigma, "predictor": self.predictor}

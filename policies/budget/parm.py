@@ -19,9 +19,9 @@ are expected free (EASY's shadow time), and the later windows take only configur
 that end by then.
 
 The nodes and power free, the starts and that reservation are kept by
-:class:`~olsctl.policies.overprovision.BudgetResources`, the resources RMAP's EASY
+:class:`~olsctl.policies.budget.overprovision.BudgetResources`, the resources RMAP's EASY
 passes use. The windows are not the shared core's scan
-(:func:`~olsctl.policies.backfill.backfill_pass`): a knapsack picks jobs jointly, not
+(:func:`~olsctl.policies.core.backfill.backfill_pass`): a knapsack picks jobs jointly, not
 each in turn, the first window respects no reservation, and the later ones may not use
 the nodes and power left over at the shadow time.
 """
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from olsctl.metrics import job_bsld
 from olsctl.perfmodel import BudgetRun, Config
-from olsctl.policies.overprovision import INF, BudgetPolicy, BudgetResources
+from olsctl.policies.budget.overprovision import INF, BudgetPolicy, BudgetResources
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

@@ -1,0 +1,104 @@
+"""A tick's EASY what-ifs in one compiled call (EASY's compiled batch, declared by its
+registry entry).
+
+Here belongs :func:`batch`: for a snapshot with nothing but processors (no power, limit,
+budget or partitions) and no arrivals, the what-ifs of a batch of candidates run one
+after the other inside :func:`olsctl.policies.easy.forward.easy_candidates` (each from
+template arrays made in the same call, as :class:`olsctl.policies.easy.whatif.EasyTemplate`
+makes them) and are scored there too, optionally stopping at the first that meets the
+SLA (what ``cheapest-first`` asks for). The trials are the ones
+:class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit: the same loop, the same
+scores; only the Python around each what-if is gone. The plan, the cuts and the
+closest's finishing are the controller's (:mod:`olsctl.controller.batch`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from olsctl.controller.batch import batch_trials, row_trial
+from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.loop import (FLOAT_BLOCKS, INT_BLOCKS, LIMIT, METRIC, N_COUNTS,
+                                       N_TAIL)
+from olsctl.policies.core.score import N_ROW
+from olsctl.policies.easy.whatif import EasyTemplate
+
+if TYPE_CHECKING:
+    from olsctl.controller.batch import _Plan
+
+
+def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
+          keep: dict | None = None, first_met: tuple[str, float] | None = None,
+          then_closest: bool = False) -> tuple[list[Trial], int] | None:
+    """The trials of ``cands`` (in order, their policies EASY's, planned as ``plan``)
+    and how many times a what-if cut short went on, or None when the snapshot holds
+    more than processors; the rest as :func:`olsctl.controller.batch.fast_batch`."""
+    snap = task.snapshot
+    if not EasyTemplate.fits(snap):
+        return None
+    if plan.extra is None:  # each candidate's queue order, once per plan
+        plan.extra = np.array([p.order_code for p in plan.policies], dtype=np.int64)
+    codes = plan.extra
+    until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+    opening = EasyTemplate.open_args(snap, until, task.stop_above)
+    n = opening[0]
+    count = len(cands)
+    metric = task.stop_above[0] if task.stop_above is not None else None
+    rows = _Batch(n, codes, task.horizon_s is not None, metric,
+                  np.empty((count, INT_BLOCKS * n + N_COUNTS), dtype=np.int64),
+                  np.empty((count, (FLOAT_BLOCKS + 2) * n + N_TAIL)),
+                  np.empty((count, n if opening[-2] else 0), dtype=np.bool_),
+                  np.empty((count, N_ROW)))
+    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
+                                                    float(first_met[1]))
+    ran, went_on = compiled().easy_candidates(
+        *opening, codes, plan.machine, plan.active,
+        plan.wake_n, plan.wake_t, plan.due, rows.ints, rows.floats, rows.seen,
+        rows.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
+        first_met is not None and then_closest, rows.out)
+    return batch_trials(rows, cands, plan.costs, ran, keep), went_on
+
+
+class _Batch:
+    """The arrays of a batch's what-ifs, one row each (see
+    :func:`olsctl.policies.easy.forward.easy_candidates`): of ``n`` jobs, their queue order
+    ``codes``, whether waits are ``censor``-ed at a horizon, the bound's ``metric``.
+
+    A batch of another policy (:class:`olsctl.policies.mqbf.batch.MqbfBatch`) has the
+    same attributes ``n``, ``metric`` and ``out`` and methods."""
+
+    __slots__ = ("n", "codes", "censor", "metric", "ints", "floats", "seen", "out")
+
+    def __init__(self, n: int, codes: np.ndarray, censor: bool, metric: str | None,
+                 ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+                 out: np.ndarray) -> None:
+        self.n, self.codes, self.censor, self.metric = n, codes, censor, metric
+        self.ints, self.floats, self.seen, self.out = ints, floats, seen, out
+
+    def trial(self, c: Candidate, row: list, cost: float) -> Trial:
+        """The trial of candidate ``c``'s row of ``out`` (as a list)."""
+        return row_trial(c, self.n, row, self.metric, cost)
+
+    def go_on(self, i: int, limit: float | None) -> None:
+        """Row ``i``'s what-if, cut short, goes on under a higher ``limit`` (None: to
+        its end): into ``out[i]``."""
+        n = self.n
+        if limit is None:
+            self.ints[i, INT_BLOCKS * n + METRIC] = 0
+        else:
+            self.floats[i, (FLOAT_BLOCKS + 2) * n + LIMIT] = limit
+        compiled().settle_row(self.codes[i], n, self.ints[i], self.floats[i], self.seen[i],
+                              self.censor, BSLD_BOUND_S, self.out[i])
+
+    def closest(self, sla: int, done: np.ndarray, value: np.ndarray, active: np.ndarray,
+                row: np.ndarray, moved: np.ndarray) -> int:
+        """:func:`olsctl.policies.easy.forward.closest` over this batch's rows."""
+        return compiled().closest(self.n, self.ints, self.floats, self.seen, self.codes,
+                                  self.censor, BSLD_BOUND_S, sla, done, value, active, row,
+                                  self.out, moved)
+
+

@@ -1,0 +1,446 @@
+"""EASY's what-if loop over arrays: a snapshot run forward as :func:`olsctl.whatif.steps`
+runs it (completions, then a wake under way, then one pass, at each instant), calling
+the pass of :mod:`olsctl.policies.easy.kernels`. Its compiled copy
+(:func:`olsctl.policies.core.jit.compiled`) is what makes EASY what-ifs fast; the what-if
+engine (:class:`olsctl.whatif._EasyRun`) fills the arrays and reads them back.
+
+In FCFS, SAF and SJF order the loop keeps the queue by position in that order, with an
+index over it (:func:`indexed_pass`), so that a pass behind a blocked head does not read
+every waiting job: with thousands waiting, that reading was nearly all of a what-if. In
+WFP order, whose keys change with time, each pass sorts the queue again from the last
+pass's order (:func:`ranked_pass`).
+"""
+
+from __future__ import annotations
+
+from olsctl.policies.core.loop import ACTIVE
+from olsctl.policies.core.loop import AT_BOUND
+from olsctl.policies.core.loop import BOUND_COUNTS
+from olsctl.policies.core.loop import BUSY
+from olsctl.policies.core.loop import DUE
+from olsctl.policies.core.loop import EST
+from olsctl.policies.core.loop import FINISHES
+from olsctl.policies.core.loop import FLOAT_BLOCKS
+from olsctl.policies.core.loop import HEAP_J
+from olsctl.policies.core.loop import HEAP_T
+from olsctl.policies.core.loop import INT_BLOCKS
+from olsctl.policies.core.loop import LIMIT
+from olsctl.policies.core.loop import METRIC
+from olsctl.policies.core.loop import NHEAP
+from olsctl.policies.core.loop import NOW
+from olsctl.policies.core.loop import NQ
+from olsctl.policies.core.loop import NRUN
+from olsctl.policies.core.loop import N_CLOCK
+from olsctl.policies.core.loop import N_COUNTS
+from olsctl.policies.core.score import N_ROW
+from olsctl.policies.core.loop import N_TAIL
+from olsctl.policies.core.score import OUT_CUT
+from olsctl.policies.core.score import OUT_DONE
+from olsctl.policies.core.score import OUT_WIDE
+from olsctl.policies.core.loop import PROCS
+from olsctl.policies.core.loop import QUEUE
+from olsctl.policies.core.score import ROW_BOUND
+from olsctl.policies.core.score import ROW_MEAN_BSLD
+from olsctl.policies.core.score import ROW_NOW
+from olsctl.policies.core.score import ROW_STATUS
+from olsctl.policies.core.score import ROW_UNSTARTED
+from olsctl.policies.core.loop import RUNTIME
+from olsctl.policies.core.loop import START
+from olsctl.policies.core.loop import STARTED
+from olsctl.policies.core.loop import SUBMIT
+from olsctl.policies.core.loop import UNTIL
+from olsctl.policies.core.loop import VALUE
+from olsctl.policies.core.loop import WAKE_N
+from olsctl.policies.core.loop import WAKE_T
+from olsctl.policies.core.loop import block
+from olsctl.policies.core.score import closest_pick
+from olsctl.policies.core.loop import cut_or_next
+from olsctl.policies.core.loop import heap_pop
+from olsctl.policies.core.loop import heap_push
+from olsctl.policies.core.index import index_open
+from olsctl.policies.easy.kernels import indexed_pass
+from olsctl.policies.core.loop import note_starts
+from olsctl.policies.easy.kernels import ranked_pass
+from olsctl.policies.core.score import rows_scored
+from olsctl.policies.core.loop import running_block
+from olsctl.policies.core.score import score_columns
+from olsctl.policies.core.loop import still_waiting
+from olsctl.policies.core.score import went_to
+
+import numpy as np
+
+from olsctl.policies.core.jit import kernel, warm_up
+from olsctl.policies.core.backfill import INF, insert_running, remove_running
+from olsctl.policies.core.bound import MEAN_BSLD, bound_open
+from olsctl.policies.core.order import WFP, ordered_queue
+
+# A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
+# in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
+# HEAP_J, STARTED, then the counters; ``floats`` holds n-long blocks EST, RUNTIME, SUBMIT,
+# START, HEAP_T, then the running jobs (n rows of (expected end, job)), the clock and the
+# bound's sums.
+
+
+@kernel
+def forward_open(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+                 bsld_s: float) -> None:
+    """Complete a what-if's arrays once the caller has filled PROCS, QUEUE, EST, RUNTIME,
+    SUBMIT, START, the running jobs (the state's, in order), the counters and the clock:
+    the heap of the running jobs' true ends (start + runtime) and, if ``METRIC`` is set,
+    the bound over all n jobs."""
+    count = ints[INT_BLOCKS * n:]
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    running = running_block(floats, n)
+    start, runtime = block(floats, START, n), block(floats, RUNTIME, n)
+    heap_t, heap_j = block(floats, HEAP_T, n), block(ints, HEAP_J, n)
+    n_run = count[NRUN]
+    run_job = np.empty(n_run, dtype=np.int64)
+    for k in range(n_run):
+        j = np.int64(running[k, 1])
+        run_job[k] = j
+        heap_push(heap_t, heap_j, k, start[j] + runtime[j], j)
+    count[NHEAP] = n_run
+    if count[METRIC]:
+        bound_open(count[METRIC], tail[N_CLOCK:], count[BOUND_COUNTS:], seen, tail[NOW],
+                   run_job, start, block(floats, SUBMIT, n), runtime, bsld_s)
+
+
+@kernel
+def template_open(n: int, nr: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                  submit: np.ndarray, start_s: np.ndarray, active: int, now: float,
+                  until: float, metric: int, limit: float, bsld_s: float, ints: np.ndarray,
+                  floats: np.ndarray, seen: np.ndarray) -> None:
+    """Fill a what-if's arrays from a snapshot's columns (its first ``nr`` jobs running
+    since ``start_s``, the others waiting in arrival order) with ``active`` processors,
+    no wake under way and no pass due, then :func:`forward_open`: the arrays
+    :class:`olsctl.whatif.EasyTemplate` copies for each candidate. ``metric`` (a code of
+    ``BOUND_METRICS``, 0: none) and ``limit`` set the SLA bound."""
+    block(ints, PROCS, n)[:] = procs
+    queue = block(ints, QUEUE, n)
+    for i in range(n - nr):
+        queue[i] = nr + i
+    block(floats, EST, n)[:] = est
+    block(floats, RUNTIME, n)[:] = runtime
+    block(floats, SUBMIT, n)[:] = submit
+    start = block(floats, START, n)
+    running = running_block(floats, n)
+    busy = 0
+    n_run = 0
+    for j in range(n):
+        if j < nr:
+            start[j] = start_s[j]
+            busy += procs[j]
+            n_run = insert_running(running, n_run, start_s[j] + est[j], j)
+        else:
+            start[j] = np.nan
+    count = ints[INT_BLOCKS * n:]
+    count[:] = 0
+    count[ACTIVE] = active
+    count[BUSY] = busy
+    count[NQ] = n - nr
+    count[NRUN] = n_run
+    count[METRIC] = metric
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    tail[NOW] = now
+    tail[WAKE_T] = INF
+    tail[UNTIL] = until
+    tail[LIMIT] = limit if metric else 0.0
+    tail[VALUE] = 0.0
+    forward_open(n, ints, floats, seen, bsld_s)
+
+
+@kernel
+def easy_forward(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+                 bsld_s: float) -> bool:
+    """Run an EASY what-if of n jobs forward (arrays set up by :func:`forward_open`) as
+    :func:`olsctl.whatif.steps` does, until every job has started, nothing more can
+    happen, or the next instant is past ``UNTIL``; returns True when the SLA bound cut it
+    short instead (``VALUE`` holds the bound; called again, it goes on under ``LIMIT``,
+    or with no bound once ``METRIC`` is 0)."""
+    return run_forward(code, block(ints, PROCS, n), block(floats, EST, n),
+                       block(floats, RUNTIME, n), block(floats, SUBMIT, n),
+                       block(floats, START, n), block(ints, QUEUE, n),
+                       running_block(floats, n), block(floats, HEAP_T, n),
+                       block(ints, HEAP_J, n), block(ints, STARTED, n),
+                       floats[FLOAT_BLOCKS * n + 2 * n:], ints[INT_BLOCKS * n:], seen, bsld_s)
+
+
+@kernel
+def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
+                running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                started: np.ndarray, clock: np.ndarray, count: np.ndarray, seen: np.ndarray,
+                bsld_s: float) -> bool:
+    """The loop of :func:`easy_forward` (:func:`forward_loop`), with what it needs for
+    this call: in a fixed order (all but WFP), the waiting jobs in that order, by
+    position, with their index (see :func:`indexed_pass`); in WFP order, the waiting
+    jobs in their order now, each job's arrival rank and room for its key (see
+    :func:`ranked_pass`)."""
+    nq = count[NQ]
+    order = ordered_queue(code, clock[NOW], queue[:nq], procs, est, submit)
+    if code == WFP:  # the order found last, each job's arrival rank and key
+        size, wide, short = 0, np.empty(len(procs), dtype=np.int64), np.empty(len(procs))
+        for i in range(nq):
+            wide[queue[i]] = i
+        at = np.empty(0, dtype=np.int64)
+    else:
+        size, wide, short = index_open(order, nq, procs, est)
+        at = np.empty(nq, dtype=np.int64)
+    return forward_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
+                        heap_j, started, clock, count, seen, bsld_s, order, size, wide,
+                        short, at)
+
+
+@kernel(refcounts=False)
+def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
+                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                 started: np.ndarray, clock: np.ndarray, count: np.ndarray,
+                 seen: np.ndarray, bsld_s: float, order: np.ndarray, size: int,
+                 wide: np.ndarray, short: np.ndarray, at: np.ndarray) -> bool:
+    """:func:`run_forward`'s loop. At each instant: the completions due (the heap of
+    true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active), then
+    one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival order;
+    ``start`` gets each start. The arrays hold the whole run between calls. In a fixed
+    order, ``order`` holds the waiting jobs by position, with their index (``size``,
+    ``wide``, ``short``) and room for a pass's positions (``at``); in WFP order,
+    ``order[:NQ]`` holds the waiting jobs in the last pass's order, ``wide`` each job's
+    arrival rank and ``short`` room for each job's key. It allocates nothing (compiled
+    without reference counts)."""
+    acc = clock[N_CLOCK:]
+    cnt = count[BOUND_COUNTS:]
+    now = clock[NOW]
+    wake_t = clock[WAKE_T]
+    until = clock[UNTIL]
+    active = count[ACTIVE]
+    busy = count[BUSY]
+    nq = count[NQ]
+    n_run = count[NRUN]
+    n_heap = count[NHEAP]
+    due = count[DUE]
+    metric = count[METRIC]
+    finishes = count[FINISHES]
+    at_bound = count[AT_BOUND] != 0
+    cut = False
+    # in a fixed order: nq counts the jobs still waiting, n_pos the positions, h the
+    # head's
+    fixed = code != WFP
+    n_pos = nq if fixed else 0
+    h = 0
+    while True:
+        if not at_bound:
+            if due:
+                due = 0
+                if fixed:
+                    ns, n_run, h = indexed_pass(now, active - busy, order, n_pos, nq, h,
+                                                procs, est, start, running, n_run, size, wide,
+                                                short, started, at)
+                else:
+                    ns, n_run = ranked_pass(code, now, active - busy, order, nq, wide, short,
+                                            queue, procs, est, submit, running, n_run,
+                                            started)
+                if ns:
+                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
+                                               submit, heap_t, heap_j, n_heap, metric, acc,
+                                               cnt, seen, bsld_s)
+                    busy += took
+                    if fixed:
+                        nq -= ns
+                    else:
+                        still_waiting(order, nq, start, ns)
+                        nq = still_waiting(queue, nq, start, ns)
+            if nq == 0:
+                break
+        at_bound = False
+        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
+                        until)
+        if t != t:  # NaN: the SLA bound cut the run short
+            at_bound = cut = True
+            break
+        if t == INF:
+            break
+        now = t
+        while n_heap and heap_t[0] == now:
+            j = heap_j[0]
+            n_heap = heap_pop(heap_t, heap_j, n_heap)
+            n_run = remove_running(running, n_run, j)
+            busy -= procs[j]
+            finishes += 1
+            due = 1
+        if now == wake_t:
+            active = count[WAKE_N]
+            wake_t = INF
+            due = 1
+    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
+        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
+    clock[NOW] = now
+    clock[WAKE_T] = wake_t
+    count[ACTIVE] = active
+    count[BUSY] = busy
+    count[NQ] = nq
+    count[NRUN] = n_run
+    count[NHEAP] = n_heap
+    count[DUE] = due
+    count[FINISHES] = finishes
+    count[AT_BOUND] = 1 if at_bound else 0
+    return cut
+
+
+@kernel
+def score_run(n: int, floats: np.ndarray, censor: bool, until: float, bsld_s: float,
+              row: np.ndarray) -> None:
+    """Score a what-if of n jobs that ran to its end (its ``floats``) into ``row``
+    (:func:`score_columns`)."""
+    score_columns(block(floats, START, n), block(floats, SUBMIT, n),
+                  block(floats, RUNTIME, n), censor, until, bsld_s, row)
+
+
+@kernel
+def settle_row(code: int, n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+               censor: bool, bsld_s: float, row: np.ndarray) -> None:
+    """Run a what-if on (:func:`easy_forward`) and write how it ended into ``row``."""
+    tail = floats[FLOAT_BLOCKS * n + 2 * n:]
+    if easy_forward(code, n, ints, floats, seen, bsld_s):
+        row[ROW_STATUS] = OUT_CUT
+        row[ROW_BOUND] = tail[VALUE]
+        row[ROW_NOW] = tail[NOW]
+    else:
+        row[ROW_STATUS] = OUT_DONE
+        row[ROW_NOW] = tail[NOW]
+        score_run(n, floats, censor, tail[UNTIL], bsld_s, row)
+
+
+@kernel
+def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
+                    runtime: np.ndarray, submit: np.ndarray, start_s: np.ndarray,
+                    snap_active: int, now: float, until: float, metric: int,
+                    bound_limit: float, codes: np.ndarray, machine: np.ndarray,
+                    active: np.ndarray,
+                    wake_n: np.ndarray, wake_t: np.ndarray, due: np.ndarray,
+                    ints: np.ndarray, floats: np.ndarray, seen: np.ndarray, censor: bool,
+                    bsld_s: float, sla: int, limit: float, first_met: bool,
+                    then_closest: bool, out: np.ndarray) -> tuple:
+    """A tick's EASY what-ifs, candidate by candidate: each starts from the template
+    arrays :func:`template_open` makes of the snapshot's columns (the arguments up to
+    ``bound_limit``, as :class:`olsctl.whatif.EasyTemplate` passes them) under its
+    queue order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
+    processors at ``wake_t[c]``; 0: none) and whether the snapshot instant's pass is due;
+    one whose machine (``machine[c]`` processors) is narrower than a waiting job (of the
+    ``n - nr`` after the running ones) is not run: those jobs can never start, and the
+    row counts them as unstarted. Each runs in
+    its row of ``ints``, ``floats``, ``seen`` (kept, to go on if cut short) and is scored
+    into its row of ``out`` (:func:`settle_row`). With ``first_met``, stops after the
+    first whose ``sla``-th score (``ROW_MEAN_BSLD`` + ``sla``) is at most ``limit``;
+    when none is, with ``then_closest`` the closest is finished (:func:`closest`).
+    Returns (how many ran or were skipped as too wide, how many times one went on)."""
+    t_ints = np.empty(ints.shape[1], dtype=np.int64)
+    t_floats = np.empty(floats.shape[1])
+    t_seen = np.zeros(seen.shape[1], dtype=np.bool_)
+    template_open(n, nr, procs, est, runtime, submit, start_s, snap_active, now, until,
+                  metric, bound_limit, bsld_s, t_ints, t_floats, t_seen)
+    at = INT_BLOCKS * n
+    tail = FLOAT_BLOCKS * n + 2 * n
+    widest = 0
+    for j in range(nr, n):
+        if procs[j] > widest:
+            widest = procs[j]
+    for c in range(len(codes)):
+        row = out[c]
+        if widest > machine[c]:
+            row[ROW_STATUS] = OUT_WIDE
+            too_wide = 0
+            for j in range(nr, n):
+                if procs[j] > machine[c]:
+                    too_wide += 1
+            row[ROW_UNSTARTED] = too_wide
+            continue
+        ci, cf = ints[c], floats[c]
+        ci[:] = t_ints
+        cf[:] = t_floats
+        seen[c, :] = t_seen
+        ci[at + ACTIVE] = active[c]
+        ci[at + WAKE_N] = wake_n[c]
+        ci[at + DUE] = due[c]
+        cf[tail + WAKE_T] = wake_t[c]
+        settle_row(codes[c], n, ci, cf, seen[c], censor, bsld_s, row)
+        if (first_met and row[ROW_STATUS] == OUT_DONE and row[ROW_UNSTARTED] == 0
+                and row[ROW_MEAN_BSLD + sla] <= limit):
+            return c + 1, 0
+    count = len(codes)
+    if not then_closest:
+        return count, 0
+    done = np.empty(count, dtype=np.bool_)
+    value = np.empty(count)
+    rows_scored(out, sla, done, value)
+    return count, closest(n, ints, floats, seen, codes, censor, bsld_s, sla, done, value,
+                          machine, np.arange(count), out, np.zeros(count, dtype=np.bool_))
+
+
+@kernel
+def closest(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
+            codes: np.ndarray, censor: bool, bsld_s: float, sla: int, done: np.ndarray,
+            value: np.ndarray, active: np.ndarray, row: np.ndarray, out: np.ndarray,
+            moved: np.ndarray) -> int:
+    """No trial meets the SLA: find the closest as
+    :func:`olsctl.controller.search._complete_closest` does, the what-ifs cut short
+    being rows of one batch (:func:`easy_candidates`). Trial ``i`` ran to its end
+    (``done``) or holds the bound that cut it short, its ``sla`` score or bound in
+    ``value``, its machine in ``active``, its row in ``row`` (-1: not in the batch, then
+    complete). Repeatedly: the best complete score; among the trials cut short with a
+    bound at most that, the lowest bound (ties: the larger machine, then the first) goes
+    on, cut short again above the best (with none complete, to its end). Updates
+    ``done``, ``value`` and the rows' ``out``; sets ``moved`` for the trials that went on;
+    returns how many times one went on."""
+    at = INT_BLOCKS * n
+    tail = FLOAT_BLOCKS * n + 2 * n
+    went_on = 0
+    while True:
+        pick, best = closest_pick(done, value, active)
+        if pick < 0:
+            return went_on
+        r = row[pick]
+        if best == INF:
+            ints[r, at + METRIC] = 0
+        else:
+            floats[r, tail + LIMIT] = best
+        settle_row(codes[r], n, ints[r], floats[r], seen[r], censor, bsld_s, out[r])
+        went_on += 1
+        moved[pick] = True
+        went_to(out[r], sla, pick, done, value)
+
+
+@warm_up
+def easy_warm_up(k) -> None:
+    """Run the kernels ``k`` (:func:`olsctl.policies.core.jit.compiled`) on a tiny what-if:
+    compiles (or loads) every kernel the what-if loops call."""
+    n = 3
+    ints = np.zeros(INT_BLOCKS * n + N_COUNTS, dtype=np.int64)
+    floats = np.zeros(FLOAT_BLOCKS * n + 2 * n + N_TAIL)
+    block(ints, PROCS, n)[:] = (2, 2, 4)
+    block(ints, QUEUE, n)[:2] = (1, 2)
+    block(floats, EST, n)[:] = (10.0, 5.0, 10.0)
+    block(floats, RUNTIME, n)[:] = (10.0, 5.0, 10.0)
+    block(floats, START, n)[:] = (0.0, np.nan, np.nan)
+    running_block(floats, n)[0] = (10.0, 0.0)
+    ints[INT_BLOCKS * n:INT_BLOCKS * n + METRIC + 1] = (4, 2, 2, 1, 0, 0, 1, MEAN_BSLD)
+    at = FLOAT_BLOCKS * n + 2 * n
+    floats[at:at + N_CLOCK] = (0.0, INF, INF, 1.0, 0.0)
+    seen = np.zeros(n, dtype=np.bool_)
+    k.forward_open(n, ints, floats, seen, 10.0)
+    k.easy_forward(WFP, n, ints, floats, seen, 10.0)
+    # a tick's candidates from a template, as olsctl.policies.easy.batch runs them
+    procs = np.array([2, 2, 4], dtype=np.int64)
+    est = np.array([10.0, 5.0, 10.0])
+    k.template_open(n, 1, procs, est, est, np.zeros(n), np.zeros(n), 4, 0.0, INF,
+                    MEAN_BSLD, 1.0, 10.0, ints, floats, seen)
+    two = np.ones(2, dtype=np.int64)
+    out = np.zeros((2, N_ROW))
+    k.easy_candidates(n, 1, procs, est, est, np.zeros(n), np.zeros(n), 4, 0.0, INF,
+                      MEAN_BSLD, 1.0, two, np.array([1, 4], np.int64),
+                      4 * two, 0 * two, np.full(2, INF), two, np.empty((2, ints.size), np.int64),
+                      np.empty((2, floats.size)), np.empty((2, n), np.bool_), False, 10.0,
+                      0, 1.0, True, True, out)
+    k.settle_row(WFP, n, ints, floats, seen, True, 10.0, out[0])
+    k.closest(n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
+              np.empty((2, n), np.bool_), two, False, 10.0, 0, np.ones(2, np.bool_),
+              np.ones(2), two, two, out, np.zeros(2, np.bool_))

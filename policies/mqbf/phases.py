@@ -1,0 +1,393 @@
+"""MQBF's pass as kernels (see :mod:`olsctl.policies.core.jit`): Phase A (each queue's head
+runs or becomes its pivot) and Phase B (backfill without delaying a pivot), over a
+queue put in order at the pass or kept by position with its index.
+"""
+
+from __future__ import annotations
+
+from olsctl.policies.mqbf.profile import EMPTY
+from olsctl.policies.mqbf.profile import IDLE
+from olsctl.policies.core.bound import INF
+from olsctl.policies.mqbf.profile import MINIMA
+from olsctl.policies.mqbf.profile import N_ROOM
+from olsctl.policies.mqbf.profile import ROOM
+from olsctl.policies.mqbf.profile import SEGMENTS
+from olsctl.policies.mqbf.profile import first_empty
+from olsctl.policies.mqbf.profile import fits
+from olsctl.policies.core.index import index_drop
+from olsctl.policies.core.index import index_open
+from olsctl.policies.core.backfill import insert_running
+from olsctl.policies.core.jit import kernel
+import numpy as np
+from olsctl.policies.core.order import order_into
+from olsctl.policies.mqbf.profile import partition_allocation
+from olsctl.policies.mqbf.profile import profile_build
+from olsctl.policies.mqbf.profile import profile_take
+from olsctl.policies.core.order import rank_queue
+from olsctl.policies.mqbf.profile import room_now
+from olsctl.policies.mqbf.profile import running_minima
+from olsctl.policies.mqbf.profile import segment_after
+from olsctl.policies.mqbf.profile import segment_holds
+from olsctl.policies.mqbf.profile import window_fits
+
+
+@kernel
+def mqbf_start(now: float, q: int, w: int, d: float, last: int, borrow: bool,
+               times: np.ndarray, free: np.ndarray, least: np.ndarray, room: np.ndarray,
+               now_free: np.ndarray, mins: np.ndarray, got: np.ndarray) -> None:
+    """Start a job of width ``w``, estimate ``d`` (s), queue ``q`` that :func:`fits` over
+    segments 0 .. ``last``: its processors per partition (``got``) are taken from the
+    profile, ``now_free`` and ``room``; no running minimum stays current."""
+    for p in range(len(mins)):
+        mins[p] = least[p, last]
+    partition_allocation(q, w, mins, borrow, got)
+    room[SEGMENTS] = profile_take(times, free, room[SEGMENTS], now, now + d, got)
+    room[MINIMA] = 0
+    room[EMPTY] = -1
+    for p in range(len(now_free)):
+        now_free[p] -= got[p]
+    room[IDLE] -= w
+    room[ROOM] = room_now(now_free, room[IDLE])
+
+
+@kernel
+def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
+                 free: np.ndarray, room: np.ndarray, mins: np.ndarray,
+                 got: np.ndarray) -> float:
+    """TryReserve of a blocked head (width ``w``, estimate ``d``, queue ``q``): the
+    earliest segment start s at which it fits over [s, s + d), its own partition first
+    at each s, then borrowing; the reservation (``got`` per partition) is taken from the
+    profile, after which the running minima are current only before s. Returns s (inf:
+    it never fits, and nothing is reserved)."""
+    m = room[SEGMENTS]
+    k = free.shape[0]
+    i = 0
+    while i < m:
+        if free[q, i] < w:  # (segment_holds, written out: it is asked of most segments)
+            if not borrow:
+                i += 1
+                continue
+            gather = 0
+            for p in range(k):
+                if free[p, i] > 0:
+                    gather += free[p, i]
+            if gather < w:
+                i += 1
+                continue
+        s = times[i]
+        stop = segment_after(times, m, s + d, i + 1)
+        short = window_fits(free, i, stop, q, w, borrow, mins)
+        if short < 0:
+            partition_allocation(q, w, mins, borrow, got)
+            room[SEGMENTS] = profile_take(times, free, m, s, s + d, got)
+            room[MINIMA] = min(room[MINIMA], i)
+            room[EMPTY] = -1
+            return s
+        # the windows of the later starts up to segment ``short`` cover it too: when it
+        # cannot hold the job alone, none of them fits
+        i = i + 1 if segment_holds(free, short, q, w, borrow) else short + 1
+    return INF
+
+
+@kernel
+def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
+              queue: np.ndarray, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+              queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
+              running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
+              free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+              started: np.ndarray) -> tuple:
+    """One MQBF pass over ``queue`` (the waiting jobs in arrival order) put in order
+    ``code``, with ``owned[p]`` processors in partition p of ``active``, ``busy`` in use.
+
+    Phase A takes the queues in the order of their heads: each starts jobs from its
+    head while they fit, and its first job that does not becomes the queue's pivot with
+    a reservation (the pivot in ``pivot_j[q]``, its start, or inf, in ``pivot_s[q]``;
+    -1 and NaN for a queue without a pivot). Phase B tries every other job,
+    all queues merged in order. The jobs started go to ``started`` in start order, with
+    their allocations in ``alloc`` and ``held``, and join ``running``. Returns (jobs
+    started, running jobs). A pass in which no waiting job is narrow enough for the idle
+    processors changes nothing (:func:`pass_opens`).
+
+    This is :func:`mqbf_phases` with its scratch made for the one pass (the what-if
+    loop makes it once for all its passes)."""
+    if not pass_opens(active - busy, narrowest_of(queue, procs), pivot_s, pivot_j):
+        return 0, n_run
+    k = len(owned)
+    nq = len(queue)
+    return mqbf_phases(code, borrow, now, active - busy, queue, procs, est, submit,
+                       queue_of, owned, held, running, n_run, alloc, times, free, pivot_s,
+                       pivot_j, started, np.empty((2, nq), dtype=np.int64),
+                       np.empty(nq, dtype=np.bool_), pass_parts(k),
+                       np.empty((k + 1, free.shape[1]), dtype=np.int64),
+                       np.empty(0, dtype=np.int64), np.empty(0))
+
+
+@kernel
+def pass_parts(k: int) -> np.ndarray:
+    """Per-partition scratch for passes with ``k`` partitions (:func:`mqbf_phases`)."""
+    return np.empty((N_PARTS, max(k, N_ROOM)), dtype=np.int64)
+
+
+@kernel
+def narrowest_of(queue: np.ndarray, procs: np.ndarray) -> int:
+    """The fewest processors a job of ``queue`` asks for (0 for an empty queue)."""
+    if len(queue) == 0:
+        return 0
+    narrowest = procs[queue[0]]
+    for i in range(1, len(queue)):
+        if procs[queue[i]] < narrowest:
+            narrowest = procs[queue[i]]
+    return narrowest
+
+
+@kernel
+def pass_opens(idle: int, narrowest: int, pivot_s: np.ndarray,
+               pivot_j: np.ndarray) -> bool:
+    """Clear the pivots of a pass with ``idle`` processors not in use; whether the pass
+    can change anything: something waits (``narrowest`` > 0, the narrowest waiting
+    job's width) and it is no wider than the idle processors."""
+    for q in range(len(pivot_s)):
+        pivot_s[q] = np.nan
+        pivot_j[q] = -1
+    return idle > 0 and 0 < narrowest <= idle
+
+#: rows of a pass's per-partition scratch (:func:`mqbf_phases`' ``parts``): each queue's
+#: first position in the ordered queue (-1: none), the queues in the order of their
+#: heads, each partition's free processors now, each one's least free count over a
+#: window, a job's processors per partition, and the ``room`` slots (:data:`SEGMENTS`
+#: ...)
+P_HEAD, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM = 0, 1, 2, 3, 4, 5
+
+N_PARTS = 6
+
+
+@kernel
+def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarray,
+                procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+                queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
+                running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
+                free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+                started: np.ndarray, order: np.ndarray, done: np.ndarray,
+                parts: np.ndarray, least: np.ndarray, rank: np.ndarray,
+                key: np.ndarray) -> tuple:
+    """Phases A and B of :func:`mqbf_pass` once :func:`pass_opens` said the pass can
+    change something (``idle`` processors not in use), with scratch for it: ``order``
+    (2 rows of at least ``len(queue)``: the jobs in order ``code``, and for each
+    position the next position of the same queue, -1 for none), ``done`` (as many),
+    ``parts`` (:data:`N_PARTS` rows of K, or of :data:`N_ROOM` if that is more) and
+    ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`). It orders and
+    links the queue and builds the index of its positions for this pass, then runs
+    :func:`mqbf_indexed_phases`. A what-if in WFP order passes each job's arrival
+    ``rank`` and room for its ``key``: ``order[0]`` then holds the waiting jobs in the
+    last pass's order, and is sorted again from it
+    (:func:`olsctl.policies.core.order.rank_queue`); else both are empty and the queue is
+    put in order afresh."""
+    k = len(owned)
+    nq = len(queue)
+    ordered = order[0]
+    after = order[1]
+    if rank.size:
+        rank_queue(code, now, ordered, nq, rank, key, queue, procs, est, submit)
+    else:
+        order_into(code, now, queue, procs, est, submit, ordered)
+    link_queues(ordered, nq, queue_of, parts[P_HEAD, :k], after)
+    done[:nq] = False  # Phase A's jobs, by position: started or pivots
+    size, wide, short = index_open(ordered, nq, procs, est)
+    return mqbf_indexed_phases(borrow, now, idle, ordered, after, done, procs, est,
+                               queue_of, owned, held, running, n_run, alloc, times, free,
+                               pivot_s, pivot_j, started, parts, least, size, wide, short)
+
+
+@kernel
+def link_queues(ordered: np.ndarray, n: int, queue_of: np.ndarray, head: np.ndarray,
+                after: np.ndarray) -> None:
+    """Each queue's jobs among ``ordered[:n]``, in that order: its first position in
+    ``head`` (-1: none), then the next position of the same queue ``after`` each one
+    (-1: the last)."""
+    for q in range(len(head)):
+        head[q] = -1
+    for i in range(n - 1, -1, -1):
+        q = queue_of[ordered[i]]
+        after[i] = head[q]
+        head[q] = i
+
+
+@kernel(inline=True)
+def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.ndarray,
+            done: np.ndarray, procs: np.ndarray, est: np.ndarray, owned: np.ndarray,
+            held: np.ndarray, running: np.ndarray, n_run: int, alloc: np.ndarray,
+            times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
+            started: np.ndarray, parts: np.ndarray, least: np.ndarray, size: int,
+            wide: np.ndarray, short: np.ndarray) -> tuple:
+    """A pass's profile (in ``parts``' rows and ``least``), then Phase A over the jobs
+    by position (``ordered``; each queue's first waiting position in ``parts[P_HEAD]``,
+    then ``after`` each one, passing over positions ``done``: jobs Phase B started in an
+    earlier pass): the queues in the order of their heads, each starting jobs from its
+    head while they fit, its first job that does not becoming its pivot, reserved, and
+    its head. The jobs started and the pivots are marked ``done``, and the jobs
+    started leave the index (``size``, ``wide``, ``short``: see
+    :func:`olsctl.policies.core.index.index_open`). Returns (jobs started, running
+    jobs)."""
+    k = len(owned)
+    head = parts[P_HEAD, :k]
+    # the queues in the order of their heads
+    heads = parts[P_HEADS]
+    n_heads = 0
+    for q in range(k):
+        if head[q] >= 0:
+            h = n_heads
+            while h > 0 and head[heads[h - 1]] > head[q]:
+                heads[h] = heads[h - 1]
+                h -= 1
+            heads[h] = q
+            n_heads += 1
+    # the profile
+    now_free = parts[P_NOW_FREE, :k]
+    for p in range(k):
+        now_free[p] = owned[p] - held[p]
+    room = parts[P_ROOM]
+    room[IDLE] = idle
+    room[ROOM] = room_now(now_free, idle)
+    room[SEGMENTS] = profile_build(now, now_free, running, n_run, alloc, times, free)
+    room[MINIMA] = 0
+    room[EMPTY] = -1
+    mins = parts[P_MINS, :k]
+    got = parts[P_GOT, :k]
+    ns = 0
+    for h in range(n_heads):
+        q = heads[h]
+        g = head[q]
+        while g >= 0:
+            j = ordered[g]
+            if procs[j] > room[ROOM]:
+                break
+            last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+            if last >= room[MINIMA]:
+                room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+            if not fits(procs[j], least[q, last], least[k, last], borrow):
+                break
+            mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+                       now_free, mins, got)
+            started[ns] = j
+            ns += 1
+            done[g] = True
+            index_drop(wide, short, size, g)
+            n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
+            g = after[g]
+            while g >= 0 and done[g]:
+                g = after[g]
+        head[q] = g
+        if g >= 0:
+            done[g] = True
+            j = ordered[g]
+            pivot_j[q] = j
+            pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
+                                      got)
+    return ns, n_run
+
+
+@kernel(inline=True)
+def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.ndarray,
+                 queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
+                 least: np.ndarray, room: np.ndarray, now_free: np.ndarray,
+                 mins: np.ndarray, got: np.ndarray) -> bool:
+    """Phase B's try of job ``j``, neither started nor a pivot and no wider than what a
+    job can get now, in the pass whose profile and scratch are ``times`` to ``got`` (the
+    rows of :func:`mqbf_phases`' ``parts``): it starts (:func:`mqbf_start`, its
+    processors per partition in ``got``) unless its run would need a processor where
+    none is left (:func:`first_empty`) or it does not fit (:func:`fits`)."""
+    k = free.shape[0]
+    empty = room[EMPTY]
+    if empty < 0:  # (a call passes arrays: only when not known)
+        empty = first_empty(free, least, room)
+    if empty < room[SEGMENTS] and now + est[j] > times[empty]:
+        return False  # its run would need a processor where none is left
+    q = queue_of[j]
+    last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+    if last >= room[MINIMA]:
+        room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+    if not fits(procs[j], least[q, last], least[k, last], borrow):
+        return False
+    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+               now_free, mins, got)
+    return True
+
+
+@kernel(inline=True)
+def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray,
+                        after: np.ndarray, done: np.ndarray, procs: np.ndarray,
+                        est: np.ndarray, queue_of: np.ndarray, owned: np.ndarray,
+                        held: np.ndarray, running: np.ndarray, n_run: int,
+                        alloc: np.ndarray, times: np.ndarray, free: np.ndarray,
+                        pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+                        parts: np.ndarray, least: np.ndarray, size: int,
+                        wide: np.ndarray, short: np.ndarray) -> tuple:
+    """Phases A and B (:func:`phase_a`, then Phase B) over the queue by position in
+    its order (``ordered``, the jobs started in earlier passes ``done``; each queue's
+    first position in ``parts[P_HEAD]``, and ``after`` each one), with the index of its
+    waiting jobs (``size``, ``wide``, ``short``): :func:`mqbf_phases` makes these for
+    its one pass, a what-if's loop once per call for all its passes. Phase B walks the
+    index and goes down only into subtrees whose narrowest width and shortest estimate
+    might pass: no wider than what a job can get now, a run ending no later than the
+    first segment with no processor left (:func:`first_empty`, a test without a search),
+    and no wider than what all partitions together keep free over the run
+    (``least[K, last]``, the most :func:`fits` can find, borrowing or not). Widths and
+    ``now + est`` only grow, and that sum only falls as a run grows longer, so a subtree
+    failing any of them holds no job Phase B would start. Started jobs leave the index;
+    pivots are marked ``done`` for the pass only."""
+    k = len(owned)
+    ns, n_run = phase_a(borrow, now, idle, ordered, after, done, procs, est, owned, held,
+                        running, n_run, alloc, times, free, pivot_s, pivot_j, started,
+                        parts, least, size, wide, short)
+    room = parts[P_ROOM]
+    now_free, mins, got = parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k]
+    i = 1  # from the root, left to right
+    while True:
+        if room[ROOM] <= 0:
+            break
+        go = wide[i] <= room[ROOM]
+        if go:
+            end = now + short[i]
+            empty = room[EMPTY]
+            if empty < 0:
+                empty = first_empty(free, least, room)
+            go = not (empty < room[SEGMENTS] and end > times[empty])
+            if go:
+                last = segment_after(times, room[SEGMENTS], end, 1) - 1
+                if last >= room[MINIMA]:
+                    room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+                go = wide[i] <= least[k, last]
+        if go:
+            if i < size:  # a subtree that may hold one: its left half first
+                i = 2 * i
+                continue
+            g = i - size
+            j = ordered[g]
+            if not done[g] and try_backfill(borrow, now, j, procs, est, queue_of, times,
+                                            free, least, room, now_free, mins, got):
+                started[ns] = j
+                ns += 1
+                done[g] = True
+                index_drop(wide, short, size, g)
+                n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
+        while i & 1:  # on to the next subtree to the right
+            i >>= 1
+        if i == 0:
+            break
+        i += 1
+    head = parts[P_HEAD, :k]
+    for q in range(k):  # the pivots wait on
+        if pivot_j[q] >= 0:
+            done[head[q]] = False
+    return ns, n_run
+
+
+@kernel
+def hold_job(j: int, end: float, got: np.ndarray, alloc: np.ndarray, held: np.ndarray,
+          running: np.ndarray, n_run: int) -> int:
+    """Job ``j`` starts, expected to end at ``end``, holding ``got`` per partition;
+    returns the new count of running jobs."""
+    for p in range(len(got)):
+        alloc[j, p] = got[p]
+        held[p] += got[p]
+    return insert_running(running, n_run, end, j)
