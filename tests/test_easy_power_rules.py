@@ -50,9 +50,9 @@ BACKFILL_STARTS = {1: 0.0, 2: 100.0, 3: 2.0, 4: 3.0, 5: 110.0}
 def test_easy_power_does_not_backfill_past_the_heads_reservation(verify, order):
     """The workload of :data:`BACKFILL_ROWS`, 100 W per processor at peak, jobs at 60 to
     100 W per processor, the cap twice the machine's peak (1000 W over 500 W): no
-    verification can refuse a start, so the starts are plain EASY's, worked out above. Under SAF the queue is
-    the same at every pass (job 2, 40 processor-seconds, is ahead of jobs 4 and 5 at
-    200 each; job 3 comes before job 2 but fits now and ends by the shadow time)."""
+    verification can refuse a start, so the starts are plain EASY's, worked out above.
+    Under SAF the passes go the same way: job 2 (40 processor-seconds) heads the queue
+    ahead of job 3 (50), job 4 and job 5 (200 each)."""
     w = workload_from_rows(BACKFILL_ROWS, machine_procs=5)
     policy = make_policy({"name": "easy-power", "verify": verify, "order": order,
                           "predictor": "oracle"})
