@@ -155,8 +155,8 @@ def run_whatif_all(
 
 #: the tests that also run with numba's JIT disabled (marker ``nojit``): the kernels' own
 #: tests (EASY's and MQBF's), EASY's hand-worked rules and oracle, the contract suites'
-#: EASY cases (EASY and the power-aware EASY), the compiled what-if batches' tests, and
-#: SLA feedback's kernel.
+#: EASY cases (EASY and the power-aware EASY), the compiled what-if batches' tests, SLA
+#: feedback's kernel, and the hand-worked cases of the SLA cut-off of what-ifs.
 #: ``pytest`` runs them again uncompiled in a subprocess (tests/test_kernels.py); by
 #: hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``.
 NOJIT_TESTS = {
@@ -171,6 +171,8 @@ NOJIT_TESTS = {
                          "test_settings_round_trip_through_the_config[easy-"),
     "test_contract_controller.py": ("test_one_candidate_predicts_what_happens[easy-",),
     "test_feedback.py": ("test_pairwise_sum_has_the_bits", "test_window_metric_equals"),
+    "test_mutants.py": ("test_a_what_if_whose_full_metric_equals_the_limit_is_not_cut_short",
+                        "test_a_what_if_is_cut_short_only_beyond_the_margin"),
 }
 
 

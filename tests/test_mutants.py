@@ -4,7 +4,8 @@ SLA cut-off of what-ifs at its limit, the controller's dwell and the order in wh
 finishes the closest candidate, the wake energy of the power forecast, and the tie rules
 of the knapsack policies.
 
-Every expected value below is worked out by hand in the test's docstring.
+Every expected value below is worked out by hand in the test's docstring. The SLA
+cut-off cases also run with numba's JIT disabled (marker ``nojit``, see conftest.py).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 import shlex
 import shutil
@@ -148,7 +150,8 @@ def _trimmed_sla_power_study(path: Path) -> None:
 @pytest.mark.parametrize("title", list(_recipes()))
 def test_readme_recipe_runs(title, tmp_path, monkeypatch, capsys):
     """Each recipe's commands, in order, in one directory (the Slurm recipe's dump is the
-    hand-made sample of tests/test_slurm.py). Everything each shows or writes is checked."""
+    hand-made sample of tests/test_slurm.py). What each shows or writes is checked
+    against what the recipe says, or an answer worked out apart from it."""
     (tmp_path / "traces").symlink_to(ROOT / "traces")
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     _trimmed_sla_power_study(tmp_path / "configs" / "study-sla-power.yaml")
@@ -156,19 +159,148 @@ def test_readme_recipe_runs(title, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     commands = _recipes()[title]
     assert commands, title
+    outputs, studies = [], []  # each command's output; whether studies/ exists after it
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, (command, capsys.readouterr().err)
-    out = capsys.readouterr().out
+        outputs.append(capsys.readouterr().out)
+        studies.append((tmp_path / "studies").exists())
     if title.startswith("Tune"):
         tuned = yaml.safe_load((tmp_path / "runs" / "tune-mqbf-ols" / "tuned.yaml").read_text())
         assert tuned["policy"]["queues"] == 3 and tuned["policy"]["boundaries_s"] == [300, 3000]
     elif title.startswith("An SLA"):
-        report = tmp_path / "studies" / "sla-power" / "report"
-        assert (report / "tradeoff.png").is_file() and (report / "weekly.png").is_file()
+        _check_sla_recipe(tmp_path, _recipe_text(title), outputs, studies)
     elif title.startswith("Watch"):
-        assert (tmp_path / "runs" / "easy-ols-live" / "live.jsonl").is_file()
-        assert "easy-ols-live" in out
+        _check_live_recipe(tmp_path, outputs)
     else:
-        assert (tmp_path / "mine.swf").is_file() and (tmp_path / "mine-key.csv").is_file()
-        assert {p.name for p in (tmp_path / "runs" / "mine").iterdir()} >= {
-            "jobs.csv", "timeseries.csv", "summary.json"}
+        _check_slurm_recipe(tmp_path, outputs)
+
+
+def _recipe_text(title: str) -> str:
+    return _section("Recipes").split(f"\n### {title}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def _words(text: str) -> list[str]:
+    """``text``'s lines with table rules dropped and runs of blanks made one."""
+    return [" ".join(line.strip("│┃ ").replace("│", " ").replace("┃", " ").split())
+            for line in text.splitlines()]
+
+
+def _is_png(path: Path) -> bool:
+    return path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _check_sla_recipe(tmp: Path, text: str, outputs: list[str], studies: list[bool]) -> None:
+    """The recipe's claims: the whole study is its 60 runs (4 logs x 3 SLA levels x 5
+    schemes); ``--list`` computes nothing; ``olsctl report`` prints, per log and scheme,
+    the mean bounded slowdown, processor savings, energy and share of weeks that kept
+    the SLA, and draws tradeoff.png and weekly.png. On the trimmed study (KTH-SP2, SLA
+    200, EASY and procs): EASY on all processors saves nothing, the controller saves
+    some; each run's share of weeks kept is recounted from its weeks."""
+    from olsctl.study import load_study
+
+    runs, logs, levels, schemes = map(int, re.search(
+        r"shows the (\d+) runs \((\d+) logs x (\d+) SLA levels x (\d+) schemes\)",
+        text).groups())
+    whole = load_study(ROOT / "configs" / "study-sla-power.yaml")
+    assert len(whole.points) == runs == logs * levels * schemes
+    assert [len({p.labels[i] for p in whole.points}) for i in range(3)] == \
+        [logs, levels, schemes]
+    study = load_study(tmp / "configs" / "study-sla-power.yaml")
+    ids = [p.run_id for p in study.points]
+    assert len(ids) == 2
+    listed = _words(outputs[0])
+    for rid in ids:
+        assert any(line.endswith(f"{rid} missing") for line in listed), (rid, listed)
+    assert "2 runs, 0 finished in studies/sla-power" in listed
+    assert studies == [False, True, True]  # --list wrote nothing
+    rows = {r["id"]: r for r in csv.DictReader(
+        (tmp / "studies" / "sla-power" / "results.csv").read_text().splitlines())}
+    assert list(rows) == ids
+    easy, procs = (rows[p.run_id] for p in study.points)  # (grid order: EASY, procs)
+    assert (easy["scheme"], procs["scheme"]) == ("EASY", "procs")
+    assert float(easy["processor_savings"]) == 0.0 < float(procs["processor_savings"])
+    report = _words(outputs[2])
+    for rid, row in rows.items():
+        summary = json.loads((tmp / "studies" / "sla-power" / "runs" / rid /
+                              "summary.json").read_text())
+        weeks = [w["mean_bsld"] <= 200 for w in summary["weekly"] if w["jobs"]]
+        assert float(row["sla_windows_kept_share"]) == sum(weeks) / len(weeks)
+        line = next(x for x in report if f" {float(row['mean_bsld']):.2f} " in f" {x} ")
+        for shown in (f"{100 * float(row['processor_savings']):.1f}%",
+                      f"{float(row['energy_j']) / 3.6e9:.2f}",
+                      f"{100 * float(row['sla_windows_kept_share']):.1f}%"):
+            assert shown in line.split(), (shown, line)
+    figures = tmp / "studies" / "sla-power" / "report"
+    assert _is_png(figures / "tradeoff.png") and _is_png(figures / "weekly.png")
+
+
+def _check_live_recipe(tmp: Path, outputs: list[str]) -> None:
+    """The run writes its feed and finishes with the figures its config claims (the share
+    of weeks kept and the processors saved on KTH-SP2 with SLA feedback); the monitor's
+    replay ends on the run's own figures: every job done, the weeks kept, the mean
+    bounded slowdown, the utilization and the last tick's choice."""
+    run = tmp / "runs" / "easy-ols-live"
+    summary = json.loads((run / "summary.json").read_text())
+    claims = " ".join(line.lstrip("#").strip() for line in
+                      (tmp / "configs" / "easy-ols.yaml").read_text().splitlines()
+                      if line.startswith("#"))
+    weeks, saved = re.search(r"on KTH-SP2 ([\d.]+)% of the weeks .*?saving ([\d.]+)% of the "
+                             r"processors", claims).groups()
+    sla, metrics = summary["sla"], summary["metrics"]
+    assert f"{100 * sla['kept_share']:.1f}" == weeks
+    assert f"{100 * metrics['processor_savings']:.1f}" == saved
+    feed = [json.loads(line) for line in (run / "live.jsonl").read_text().splitlines()]
+    jobs = summary["load"]["kept"]
+    assert feed[0]["kind"] == "start" and feed[0]["jobs"] == jobs
+    assert feed[-1] == {"kind": "end", "status": "finished"}
+    assert (feed[-2]["done"], feed[-2]["windows_kept"], feed[-2]["windows_judged"]) == \
+        (jobs, sla["windows_kept"], sla["windows"])
+    assert "easy-ols-live" in outputs[0]
+    last = [json.loads(line) for line in (run / "decisions.jsonl").read_text()
+            .splitlines()][-1]
+    final = outputs[1].splitlines()[-1]
+    for shown in (f"done {jobs:,}/{jobs:,}", f"SLA {sla['windows_kept']}/{sla['windows']} kept",
+                  f"mean bsld {metrics['mean_bsld']:.2f}",
+                  f"util {100 * metrics['utilization']:.1f}%",
+                  f"chose {last['chosen']['active_procs']} procs"):
+        assert shown in final, (shown, final)
+
+
+def _check_slurm_recipe(tmp: Path, outputs: list[str]) -> None:
+    """The sample dump (tests/test_slurm.py) converts to its hand-made SWF records and key,
+    saying what it left out and why; ``trace info`` shows its 8 jobs on 8 processors;
+    the run is EASY with the users' time limits as estimates, whose starts (worked out
+    below) are those of tests/test_slurm.py's run with exact estimates; and, as the
+    recipe says, a run straight on the dump gives the same jobs.
+
+    Estimates max(limit, runtime): A=1 1200, B=2 3600, C=3 3600, D=4 172800, E=5 100,
+    F=6 50, G=7 86400, H=8 600 (actual 1000, 400, 300, 500, 100, 50, 200, 600). A
+    starts at 0, B at 10. At 410 B ends: C starts; D (6) blocked, shadow 1200 (A's
+    expected end) with extra 0; E (ends 510) starts. At 510 F (ends 560) starts. At 560
+    H (ends 1160 <= 1200) starts. At 710 C ends: 2 free, G (8) does not fit. At 1000 A
+    ends: D starts. At 1500 D ends: G starts."""
+    from test_slurm import SAMPLE_SWF, body
+
+    assert outputs[0].strip() == (
+        "wrote mine.swf and mine-key.csv (MaxProcs 8, from the most busy at once in the "
+        "log): 8 jobs, dropped 5 (2 cancelled before start, 2 pending, 1 still running), "
+        "13 steps folded")
+    assert body((tmp / "mine.swf").read_text()) == SAMPLE_SWF
+    key = list(csv.reader((tmp / "mine-key.csv").read_text().splitlines()))
+    assert [r[2] for r in key if r[0] == "job"] == [
+        "100", "110_1", "110_2", "120", "130", "131", "132", "133"]
+    info = _words(outputs[1])
+    for shown in ("machine processors 8", "records / kept 8 / 8", "dropped none", "users 4"):
+        assert shown in info, (shown, info)
+    run = tmp / "runs" / "mine"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["config"]["estimates"] == "user"
+    assert summary["config"]["policy"]["name"] == "easy"
+    jobs = list(csv.DictReader((run / "jobs.csv").read_text().splitlines()))
+    assert {int(r["job_id"]): float(r["starting_time"]) for r in jobs} == \
+        {1: 0, 2: 10, 3: 410, 4: 1000, 5: 410, 6: 510, 7: 1500, 8: 560}
+    assert [int(r["requested_time"]) for r in jobs] == \
+        [1200, 3600, 3600, 172800, 100, 50, 86400, 600]
+    assert main(["run", "--trace", "jobs.sacct", "--estimates", "user", "--out",
+                 str(tmp / "direct"), "--quiet"]) == 0
+    assert (tmp / "direct" / "jobs.csv").read_bytes() == (run / "jobs.csv").read_bytes()

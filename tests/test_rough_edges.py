@@ -215,12 +215,37 @@ def test_monitor_on_a_feed_lacking_fields_is_a_one_line_error(tmp_path, capsys, 
 
 
 def test_monitor_still_shows_a_whole_feed(tmp_path, capsys):
+    """A feed with every field shows: off a terminal, a plain line for the first sample
+    and one for the last (with the tick's choice); on a terminal, the dashboard of the
+    last sample and the tick's candidates. Every figure is the feed's: 1 of 3 jobs
+    done, 2 busy of 4 active of 4, 1 queued, mean bsld 1.5, utilization 0.5, and the
+    tick at 5 s that chose 4 processors (SLA met, reason "r") from one trial (4
+    processors, predicted 1.0, cost 4)."""
+    from olsctl.live import monitor, view_for
+
     run = tmp_path / "run"
     run.mkdir()
     lines = [START, SAMPLE, {**SAMPLE, "time_s": 20.0, "decision": DECISION},
              {"kind": "end", "status": "finished"}]
     (run / "live.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     assert main(["monitor", str(run), "--speed", "1000"]) == 0
+    out, err = capsys.readouterr()
+    figures = "done 1/3  busy 2/4/4  queue 1  mean bsld 1.50  util 50.0%"
+    assert out.splitlines() == [f"t: t+00:00:10  {figures}",
+                                f"t: t+00:00:20  {figures}  chose 4 procs"]
+    assert err == ""
+    console = Console(width=100, height=30, force_terminal=True, color_system=None,
+                      record=True, file=open(os.devnull, "w"))
+    assert monitor(run, view_for(console), False, 1000.0) == lines[-1]
+    frame = console.export_text().split("╭─ t ─")[-1]  # the last frame drawn
+    shown = [" ".join(line.strip("│╭╮╰╯─ ").split()) for line in frame.splitlines()]
+    for want in ("time t+00:00:20 of >=00:01:40 wall 00:00:00",
+                 "jobs ████████░░░░░░░░░░░░░░░░ 1/3 done (33.3%)",
+                 "procs ████████████▒▒▒▒▒▒▒▒▒▒▒▒ busy 2 active 4 of 4 queue 1",
+                 "so far mean bsld 1.50 utilization 50.0%",
+                 "t+00:00:05: 4 procs, SLA met: r",
+                 "procs pred. mean_bsld cost", "4 1.00 4.00"):
+        assert want in shown, (want, shown)
 
 
 # --- 4. console tables in words ----------------------------------------------------------

@@ -503,12 +503,43 @@ def test_a_dask_cluster_gives_the_same_bytes_as_loky(reference, tmp_path):
     same_tree(tmp_path / "out", reference)
 
 
+def _is_plain(value) -> bool:
+    """Whether ``value`` is made of JSON's types only (str-keyed dicts, lists, str, int,
+    float, bool, None; no tuples, paths or numpy numbers)."""
+    if isinstance(value, dict):
+        return all(type(k) is str and _is_plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_is_plain(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
 def test_study_type_is_plain_data():
-    """A Study and its points pickle (they go to worker processes and cluster nodes)."""
+    """A Study and its points pickle (they go to worker processes and cluster nodes) and
+    come back equal: the 24 points (2 logs x 3 caps x 2 policies x 2 orders) in grid
+    order, each with its index, labels, id and config. A config's settings are plain
+    data, so a point's id is computed again from the config that came back."""
     import pickle
 
+    from olsctl.study.grid import GridPoint, run_id
+
     study = load_study(ROOT / "configs" / "study-wallace.yaml")
-    assert isinstance(pickle.loads(pickle.dumps(study)), Study)
+    back = pickle.loads(pickle.dumps(study))
+    assert type(back) is Study and back == study
+    assert (back.n_jobs, back.backend, back.scheduler) == (-1, "loky", None)
+    assert isinstance(back.out_dir, Path) and back.out_dir == Path("studies/wallace")
+    assert back.columns == ("trace", "power.cap.fraction", "capping", "policy.order")
+    assert type(back.points) is tuple and len(back.points) == 24
+    for i, (p, q) in enumerate(zip(study.points, back.points)):
+        assert type(q) is GridPoint and q.index == i
+        assert type(q.labels) is tuple and all(type(label) is str for label in q.labels)
+        assert len(q.labels) == len(back.columns)
+        data = q.config.as_dict()
+        assert _is_plain(data), data
+        assert q.run_id == p.run_id == run_id(q.config)
+        assert canonical(q.config) == canonical(p.config)
+        assert data["out"] == f"runs/{q.run_id}"
+    assert back.points[0].labels == ("SDSC-SP2", "0.417", "naive", "fcfs")
+    assert back.points[-1].labels == ("CTC-SP2", "0.833", "knapsack", "wfp")
 
 
 def test_progress_bar_on_a_terminal(tmp_path):
