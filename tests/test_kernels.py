@@ -28,7 +28,7 @@ from olsctl.policies.core.bound import KNOWN
 from olsctl.policies.core.backfill import admit, insert_running, shadow_extra
 from olsctl.policies.easy.kernels import backfill_from
 from olsctl.policies.easy import EasyBackfill
-from olsctl.policies.core.jit import compile_kernels, compiled
+from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDERS
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState
@@ -94,7 +94,8 @@ def test_per_event_steps_are_compiled_into_their_callers():
 _COMPILE_KERNELS = r"""
 import json, time
 import numpy as np
-from olsctl.policies.jit import _KERNELS, compile_kernels, compiled
+import olsctl.feedback  # (a controller's process: SLA feedback's kernel registered too)
+from olsctl.policies.core.jit import _KERNELS, compile_kernels, compiled
 
 def signatures():
     k = compiled()
