@@ -4,13 +4,15 @@ A policy holds settings only; the run's state lives in :class:`olsctl.state.SimS
 Its ``schedule(state)`` performs one scheduling pass by calling ``state.start(idx)`` for
 each job it starts now. The main simulator and the what-if engine call the same code.
 
-Add a policy by writing its class and naming it in ``REGISTRY`` with its parameters.
+Add a policy by writing its class and naming it in ``REGISTRY`` with its parameters
+(from outside olsctl: :func:`register`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.registry import CompiledPath, Param, Policy, PolicyEntry
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
@@ -131,6 +133,17 @@ REGISTRY: dict[str, PolicyEntry] = {
 }
 
 
+def register(name: str, entry: PolicyEntry) -> None:
+    """Add a policy of one's own to ``REGISTRY`` under ``name`` (from outside olsctl);
+    a name taken by another entry is refused."""
+    if not isinstance(entry, PolicyEntry):
+        raise TypeError(f"register({name!r}): expected a PolicyEntry, got "
+                        f"{type(entry).__name__}")
+    if REGISTRY.get(name, entry) is not entry:
+        raise ValueError(f"register({name!r}): a policy of that name is already registered")
+    REGISTRY[name] = entry
+
+
 def make_policy(spec: Mapping[str, Any]) -> Policy:
     """Build a policy from ``{"name": ..., **params}`` (already validated)."""
     spec = dict(spec)
@@ -157,5 +170,5 @@ def policy_error(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["CompiledPath", "Param", "Policy", "PolicyEntry", "REGISTRY", "compiled_path",
-           "make_policy", "policy_error"]
+__all__ = ["CompiledPath", "Param", "Policy", "PolicyBase", "PolicyEntry", "REGISTRY",
+           "compiled_path", "make_policy", "policy_error", "register"]

@@ -15,20 +15,18 @@ import numpy as np
 import pytest
 
 from olsctl.checker import StrictChecker
+from olsctl.contract import PEAK_W, contract_specs, synthetic_power
 from olsctl.controller import Controller, ControllerSettings
 from olsctl.metrics import job_bsld
 from olsctl.policies import REGISTRY, make_policy
 from olsctl.power.cap import CapSchedule
-from olsctl.power.profiles import ProfileSettings, synthetic_profiles
-from olsctl.power.runtime import power_state
 from olsctl.sim import MainSimulator
 
 from conftest import make_workload
-from test_contract import IDLE_W, PEAK_W, SLEEP_W, _specs
 
 
 def _cases():
-    for spec in _specs():
+    for spec in (s for name in REGISTRY for s in contract_specs(name)):
         needs = REGISTRY[spec["name"]].needs
         for cap in ((None, "schedule") if needs is None else
                     ("schedule",) if needs == "power" else (None,)):
@@ -52,10 +50,7 @@ def _run(spec: dict, cap: str | None, seed: int):
     if cap is not None:
         peak = machine * PEAK_W
         sched = CapSchedule((-math.inf, 170.0, 260.0), (0.4 * peak, 0.9 * peak, 0.6 * peak))
-        prof = synthetic_profiles(w, IDLE_W, PEAK_W, ProfileSettings(seed=seed))
-        ids = w.job_id.tolist()
-        sim.state.power = power_state(prof, [j % 3 for j in ids], IDLE_W, SLEEP_W, PEAK_W,
-                                      sched, [j % 5 for j in ids], sample_s=7.0)
+        sim.state.power = synthetic_power(w, sched, seed)
     settings = ControllerSettings(interval_s=37.0, procs=(machine,))
     controller = Controller(settings, dict(spec))
     controller.start(sim)

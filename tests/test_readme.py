@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import re
@@ -19,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+def _blocks(lang: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
 def _olsctl_commands(text: str = README) -> list[str]:
@@ -93,13 +94,29 @@ def test_readme_full_bench_runs(workdir, capsys):
     assert "same starts: True" in capsys.readouterr().out
 
 
+def _python_parts() -> tuple[str, str]:
+    """The section "Using it from Python" split at its subsection "Adding a policy"."""
+    using, adding = _section("Using it from Python").split("\n### Adding a policy\n")
+    return using, adding
+
+
 def test_readme_python_example_runs(workdir):
-    (code,) = _blocks("python")
+    (code,) = _blocks("python", _python_parts()[0])
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     assert scope["future"].unstarted == 0
     assert scope["snaps"][0].active_procs == 100
     assert scope["sim"].state.active_procs == 80
+
+
+def test_readme_policy_example_is_the_tested_file():
+    """The policy shown is examples/smallest_first.py after its docstring, as the tests
+    run it (tests/test_examples.py)."""
+    assert len(_blocks("python")) == 2
+    (code,) = _blocks("python", _python_parts()[1])
+    source = (ROOT / "examples" / "smallest_first.py").read_text(encoding="utf-8")
+    docstring_end = ast.parse(source).body[0].end_lineno
+    assert code.strip() == "\n".join(source.splitlines()[docstring_end:]).strip()
 
 
 def test_config_reference_lists_every_key():
