@@ -14,18 +14,24 @@ from typing import Iterator
 
 import numpy as np
 
-from olsctl import __version__
+from olsctl import __version__, backends
+from olsctl.backends import MAX_FAILED_CALLS, BackendDown, BackendError, failed_calls_error
 from olsctl.checker import NULL_CHECKER, StrictChecker
-from olsctl.config import RunConfig, check_run, cost_weights
-from olsctl.controller import Controller, ControllerSettings
-from olsctl.errors import ConfigError, SimulationError, TraceError
+from olsctl.config import RunConfig, check_run
+from olsctl.controller.settings import ControllerSettings, cost_weights
+from olsctl.controller.tick import Controller
+from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, SimulationError,
+                           TraceError)
+from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
 from olsctl.output import power_csv, write_run
 from olsctl.policies import make_policy
+from olsctl.policies.jit import compile_kernels
 from olsctl.power import accounting
 from olsctl.power.setup import power_inputs, power_setup
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.whatif import JobTable
+from olsctl.workers import Workers, processes_for
 from olsctl.workload import load_workload, resolve_trace
 
 
@@ -113,8 +119,6 @@ class WorkerPool:
         self._failed_calls = 0
 
     def _count_failure(self, exc: Exception) -> None:
-        from olsctl.backends import MAX_FAILED_CALLS, BackendDown, failed_calls_error
-
         self._drop_parallel()  # it may still count the failed call as running
         self._failed_calls += 1
         if self._failed_calls >= MAX_FAILED_CALLS:
@@ -123,8 +127,6 @@ class WorkerPool:
 
     def _own(self):
         if self._workers is None:
-            from olsctl.workers import Workers, processes_for
-
             self._workers = Workers(processes_for(self.n_jobs) - 1)
             self._stack.callback(self._workers.close)
         return self._workers
@@ -133,8 +135,6 @@ class WorkerPool:
         return list(self.submit(tasks))
 
     def _joblib_or_stop(self):
-        from olsctl.backends import BackendDown, BackendError
-
         try:
             return self._joblib()
         except BackendError as exc:  # in a tick: the run stops
@@ -142,9 +142,6 @@ class WorkerPool:
 
     def _joblib(self):
         if self._parallel is None:
-            from olsctl import backends
-            from olsctl.workers import processes_for
-
             if self._params is None:  # the cluster, joined once for the run
                 self._params = backends.connect(self._stack, self.backend, self.cluster,
                                                 processes_for(self.n_jobs), self._where)
@@ -209,8 +206,6 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
     problem = policy.prepare(sim.state, workload)  # a job model of the policy's own
     if problem is not None:  # some job could never run under the policy's settings
-        from olsctl.errors import InfeasibleConfig
-
         raise InfeasibleConfig(f"{config.source}: policy.{problem}")
     if power is not None:
         profiles, machine, cap = power
@@ -235,8 +230,6 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         if controller is not None and controller.settings.n_jobs != 1:
             # fill numba's cache once here, so that the workers load the compiled
             # kernels instead of each compiling them at once
-            from olsctl.policies.jit import compile_kernels
-
             compile_kernels()
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
@@ -247,16 +240,12 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             stack.enter_context(progress_bar)
         if live is not None:
             stack.enter_context(live.attach(sim, controller))
-        from olsctl.backends import BackendDown
-
         try:
             records = sim.run()
         except BackendDown as down:  # the pool cannot run what-ifs: the run stops
             raise down.error from down.__cause__
 
     if records.unstarted:
-        from olsctl.errors import InfeasibleRun
-
         first = records.unstarted[0]
         raise InfeasibleRun(
             f"{len(records.unstarted)} job(s) could never start under policy "
@@ -391,8 +380,6 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                     workload.runtime_s)
     feedback = None
     if c["sla"]["feedback"] is not None:
-        from olsctl.feedback import FeedbackSettings, SlaFeedback
-
         header = workload.header
         origin, _ = week_origin(float(workload.submit_s[0]), header.first_int("UnixStartTime"),
                                 header.first_int("TimeZone"))

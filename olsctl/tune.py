@@ -23,6 +23,7 @@ from olsctl.errors import ConfigError
 from olsctl.output import write_atomic
 from olsctl.study import (STUDY_KEYS, GridPoint, Study, StudyProgress, NULL_STUDY_PROGRESS,
                           _read_yaml, run_study, study_from_data)
+from olsctl.workload import BUNDLED
 
 #: whole-run metrics an SLA may bound (summary.json ``metrics``)
 TUNE_METRICS = ("mean_bsld", "p95_bsld", "max_bsld", "mean_wait_s", "p95_wait_s", "max_wait_s")
@@ -141,8 +142,6 @@ def tuned_config(tune: Tune, winner: Ranked) -> str:
 
 
 def _bundled() -> set[str]:
-    from olsctl.workload import BUNDLED
-
     return set(BUNDLED)
 
 

@@ -20,10 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
+from olsctl.config import load_config, with_overrides
 from olsctl.controller import scoring
 from olsctl.controller.scoring import WhatIfRun, setting_of
+from olsctl.controller.tick import Controller
+from olsctl.errors import OlsctlError
 from olsctl.mqbf_whatif import MqbfRun, MqbfTemplate
 from olsctl.policies import make_policy
+from olsctl.policies.jit import compiled
+from olsctl.policies.mqbf_kernels import mqbf_warm_up
+from olsctl.runner import execute
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
 
@@ -83,8 +89,6 @@ def same(a: tuple, b: tuple) -> bool:
 
 
 def _config(trace: str, out: str, config: Path = CONFIG):
-    from olsctl.config import load_config, with_overrides
-
     return with_overrides(load_config(config), {"trace": trace, "out": out})
 
 
@@ -94,9 +98,6 @@ def _run_with(trace: str, hook, ticks: int | None = None, config: Path = CONFIG)
     from 1 (``ticks``: stop after that many). The controller's what-ifs, which it would
     run compiled, run by the policy's Python pass here (no template), so that each can be
     compared with the compiled loop."""
-    from olsctl.controller.tick import Controller
-    from olsctl.runner import execute
-
     class Enough(Exception):
         pass
 
@@ -233,9 +234,6 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sum(c.snap.job_id.size for c in cases) / max(1, len(cases))
     print(f"{args.trace}: {len(cases)} what-ifs of every {args.every}th tick, {jobs:.1f} "
           f"jobs each on average (collected in {time.perf_counter() - t0:.1f} s)")
-    from olsctl.policies.jit import compiled
-    from olsctl.policies.mqbf_kernels import mqbf_warm_up
-
     t0 = time.perf_counter()
     mqbf_warm_up(compiled())
     print(f"compiled kernels ready in {time.perf_counter() - t0:.1f} s")
@@ -249,8 +247,6 @@ def _main() -> int:
     """:func:`main`, with a known input error (a config or trace that cannot be read) as
     one line and exit code 2."""
     import sys
-
-    from olsctl.errors import OlsctlError
 
     try:
         return main()

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from olsctl.config.defaults import BACKENDS, CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, RunConfig
 from olsctl.config.loading import build_config, load_config, with_overrides, with_settings
-from olsctl.config.run_checks import active_counts, check_run, cost_weights
+from olsctl.config.run_checks import check_run
 
 __all__ = [
-    "BACKENDS", "CONTROLLER_KEYS", "POWER_KEYS", "TOP_LEVEL", "RunConfig", "active_counts",
-    "build_config", "check_run", "cost_weights", "load_config", "with_overrides",
-    "with_settings",
+    "BACKENDS", "CONTROLLER_KEYS", "POWER_KEYS", "TOP_LEVEL", "RunConfig", "build_config",
+    "check_run", "load_config", "with_overrides", "with_settings",
 ]

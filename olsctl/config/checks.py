@@ -11,8 +11,14 @@ from typing import Any
 
 from olsctl import backends
 from olsctl.config.defaults import CONTROLLER_KEYS, POWER_KEYS
+from olsctl.controller.scoring import COSTS, SLA_METRICS
+from olsctl.controller.search import KNOWN_COSTS, STRATEGIES
+from olsctl.controller.settings import ARRIVAL_MODELS
 from olsctl.errors import ConfigError
+from olsctl.feedback import FULL_ABOVE, RELAX_BELOW
 from olsctl.policies import REGISTRY, policy_error
+from olsctl.power.cap import parse_cap
+from olsctl.power.limit import LIMITS, SHARES
 
 
 def _check_policy(src: str, spec: Any) -> dict:
@@ -58,8 +64,6 @@ def _check_policy(src: str, spec: Any) -> dict:
 
 
 def _check_power(src: str, spec: dict) -> dict:
-    from olsctl.power.cap import parse_cap
-
     out = {}
     for key, value in spec.items():
         if key not in POWER_KEYS:
@@ -78,8 +82,6 @@ def _check_power(src: str, spec: dict) -> dict:
     if out["idle_w"] > out["peak_w"]:
         raise ConfigError(f"{src}: power.idle_w: must not exceed peak_w ({out['peak_w']:g})")
     parse_cap(out["cap"], 1.0, f"{src}: power.cap")  # structure and order; watts later
-    from olsctl.power.limit import LIMITS, SHARES
-
     for key, known in (("limit", LIMITS), ("share", SHARES)):
         if out[key] not in known:
             raise ConfigError(f"{src}: power.{key}: must be one of {', '.join(known)} "
@@ -90,8 +92,6 @@ def _check_power(src: str, spec: dict) -> dict:
 
 
 def _check_controller(src: str, spec: dict) -> dict:
-    from olsctl.controller import ARRIVAL_MODELS, COSTS, KNOWN_COSTS, SEARCHES
-
     where = f"{src}: controller"
     for key in spec:
         if key not in CONTROLLER_KEYS:
@@ -130,7 +130,7 @@ def _check_controller(src: str, spec: dict) -> dict:
     else:
         raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
                           f"{{weights: {{name: weight, ...}}}} (got {cost!r})")
-    for key, choices in (("search", SEARCHES), ("arrivals", ARRIVAL_MODELS)):
+    for key, choices in (("search", tuple(STRATEGIES)), ("arrivals", ARRIVAL_MODELS)):
         if out[key] not in choices:
             raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)} "
                               f"(got {out[key]!r})")
@@ -166,8 +166,6 @@ def _check_controller(src: str, spec: dict) -> dict:
 
 def _check_sla_limit(where: str, sla: dict) -> tuple[str, float]:
     """An SLA's metric and limit, checked (defaults: mean_bsld, 200)."""
-    from olsctl.controller import SLA_METRICS
-
     metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
     if metric not in SLA_METRICS:
         raise ConfigError(f"{where}.metric: must be one of {', '.join(SLA_METRICS)} "
@@ -201,8 +199,6 @@ def _check_run_sla(src: str, sla: dict) -> dict:
 
 def _check_feedback(where: str, spec: Any) -> dict | None:
     """``controller.sla.feedback``: false (None), true (the defaults) or a mapping."""
-    from olsctl.feedback import FULL_ABOVE, RELAX_BELOW
-
     if spec is False or spec is None:
         return None
     if spec is True:

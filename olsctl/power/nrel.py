@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.errors import TraceError
+from olsctl.output import write_atomic
 
 COLUMNS = ("submit", "start", "end", "nodes", "runtime_s", "wait_time", "avg_power_per_node")
 
@@ -101,8 +102,6 @@ def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
         if power > 0:
             power_lines.append(f"{i},{power!r}")
             measured += 1
-    from olsctl.output import write_atomic
-
     write_atomic(Path(swf_out), "\n".join(lines) + "\n")
     write_atomic(Path(power_out), "\n".join(power_lines) + "\n")
     return {"jobs": len(data), "measured": measured, "machine_procs": machine}

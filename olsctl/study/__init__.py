@@ -31,15 +31,15 @@ the terminal shows). The names other modules use are importable from ``olsctl.st
 
 from __future__ import annotations
 
-from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, Outcome, StudyResult,
-                                    run_point, run_study)
+from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, StudyResult, run_point,
+                                    run_study)
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SECTIONS,
                                SLA_METRICS, Axis, GridPoint, Study, canonical, label, run_id)
 from olsctl.study.loading import BACKENDS, STUDY_KEYS, _read_yaml, load_study, study_from_data
 from olsctl.study.progress import (NULL_STUDY_PROGRESS, PlainStudyProgress, RichStudyProgress,
                                    StudyProgress, study_progress, study_table)
 from olsctl.study.storage import (INFEASIBLE_FILE, METRIC_KEYS, METRIC_SECTIONS, RUN_FILES,
-                                  StudyError, _locked, failed_csv, finished_runs,
+                                  Outcome, StudyError, _locked, failed_csv, finished_runs,
                                   known_infeasible, metric_values, results_csv, write_tables)
 
 __all__ = [
