@@ -24,7 +24,7 @@ from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, Simulat
                            TraceError)
 from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
-from olsctl.output import power_csv, write_run
+from olsctl.run_files import power_csv, write_run
 from olsctl.policies import make_policy
 from olsctl.policies.jit import compile_kernels
 from olsctl.power import accounting

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from olsctl.errors import ConfigError
-from olsctl.output import write_atomic
+from olsctl.run_files import write_atomic
 from olsctl.study import (STUDY_KEYS, GridPoint, Study, StudyProgress, NULL_STUDY_PROGRESS,
                           _read_yaml, run_study, study_from_data)
 from olsctl.workload import BUNDLED

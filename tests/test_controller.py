@@ -513,11 +513,11 @@ def test_bench_ols_reports_both_worker_counts(tmp_path, capsys, monkeypatch, pol
     lines = ["; MaxProcs: 8"] + [f"{j} {200 * j} -1 {600 + 37 * j % 900} {1 + j % 8} -1 -1 "
                                  f"{1 + j % 8} 1500 -1 1 -1 -1 -1 -1 -1 -1 -1" for j in range(1, 60)]
     (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
-    import olsctl.bench.controller as bench_controller
+    import olsctl.bench.controller_cost as controller_cost
 
     ran = []  # each benched run's policy (bench_ols builds its config when it runs)
-    build = bench_controller.build_config
-    monkeypatch.setattr(bench_controller, "build_config",
+    build = controller_cost.build_config
+    monkeypatch.setattr(controller_cost, "build_config",
                         lambda raw, **kw: ran.append(raw["policy"]["name"]) or build(raw, **kw))
     more = ["--mqbf"] if policy == "mqbf" else []
     assert main(["bench", str(tmp_path / "t.swf"), "--ols", "--search", "bisect", *more]) == 0

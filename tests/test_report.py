@@ -23,7 +23,7 @@ from olsctl.cli import main
 from olsctl.report import (MAX_POINTS, RunEntry, bin_means, change_points, ecdf_points,
                            load_source, reduce_chunks, reduce_steps, report_tables,
                            step_integral)
-from olsctl.reporting import _f, _pct, run_summary_table, sla_window_text
+from olsctl.terminal import _f, _pct, run_summary_table, sla_window_text
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

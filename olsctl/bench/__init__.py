@@ -10,9 +10,9 @@ It also serves as a cross-check: the benchmark verifies all three give the same 
 
 from __future__ import annotations
 
-from olsctl.bench.controller import (EASY_OLS_CONTROLLER, LAWSON_CONTROLLER, OlsRow,
-                                     TickCostRow, bench_congested, bench_feedback_turns,
-                                     bench_ols, bench_ols_turns, tick_cost)
+from olsctl.bench.controller_cost import (EASY_OLS_CONTROLLER, LAWSON_CONTROLLER, OlsRow,
+                                          TickCostRow, bench_congested, bench_feedback_turns,
+                                          bench_ols, bench_ols_turns, tick_cost)
 from olsctl.bench.reference import (BIG_COPIES, BIG_JOBS, bench_whole, make_big_log,
                                     plain_load, plain_run, reference_easy, whole_run)
 from olsctl.bench.simulators import (BenchRow, _interleaved, compile_times,  # noqa: F401 (tests use it)

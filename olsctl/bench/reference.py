@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from olsctl.output import table_chunks
+from olsctl.run_files import table_chunks
 from olsctl.workload import load_workload, resolve_trace
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.errors import TraceError
-from olsctl.output import write_atomic
+from olsctl.run_files import write_atomic
 
 COLUMNS = ("submit", "start", "end", "nodes", "runtime_s", "wait_time", "avg_power_per_node")
 

@@ -15,7 +15,7 @@ from olsctl.report.drawing import (_color, _figure, _kept_share, _log_axis, _nam
                                    _sla_words)
 from olsctl.report.reading import RunEntry, Source, _is_number, _section, log_name
 from olsctl.report.reductions import RunSeries, _duration
-from olsctl.reporting import _f, _pct
+from olsctl.terminal import _f, _pct
 
 
 def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:

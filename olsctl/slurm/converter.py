@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from olsctl.errors import ConfigError, TraceError
-from olsctl.output import write_atomic
+from olsctl.run_files import write_atomic
 from olsctl.slurm.jobs import Dropped, SlurmJob, _numbering, _peak, job_record, swf_line
 from olsctl.slurm.sacct import (UNITS, SacctRow, group_lines, parse_header, parse_row,
                                 zone_of)

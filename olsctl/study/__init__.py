@@ -23,10 +23,10 @@ study directory holds:
 Everything in the study file is checked, every grid point built and its trace found,
 before anything is written.
 
-The parts: :mod:`~olsctl.study.loading` (the study file), :mod:`~olsctl.study.grid` (its
-runs and their ids), :mod:`~olsctl.study.execution` (running them in workers),
-:mod:`~olsctl.study.storage` (the study directory) and :mod:`~olsctl.study.progress` (what
-the terminal shows). The names other modules use are importable from ``olsctl.study``.
+The parts: :mod:`~olsctl.study.study_file` (the study file), :mod:`~olsctl.study.grid`
+(its runs and their ids), :mod:`~olsctl.study.execution` (running them in workers),
+:mod:`~olsctl.study.storage` (the study directory and what a worker hands back) and
+:mod:`~olsctl.study.progress` (what the terminal shows). The names other modules use are importable from ``olsctl.study``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, StudyResult
                                     run_study)
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SECTIONS,
                                SLA_METRICS, Axis, GridPoint, Study, canonical, label, run_id)
-from olsctl.study.loading import BACKENDS, STUDY_KEYS, _read_yaml, load_study, study_from_data
+from olsctl.study.study_file import (BACKENDS, STUDY_KEYS, _read_yaml, load_study,
+                                     study_from_data)
 from olsctl.study.progress import (NULL_STUDY_PROGRESS, PlainStudyProgress, RichStudyProgress,
                                    StudyProgress, study_progress, study_table)
 from olsctl.study.storage import (INFEASIBLE_FILE, METRIC_KEYS, METRIC_SECTIONS, RUN_FILES,

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from olsctl.config import RunConfig
 from olsctl.errors import Infeasible, OlsctlError
-from olsctl.output import json_text, write_atomic
+from olsctl.run_files import json_text, write_atomic
 from olsctl.runner import execute
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress

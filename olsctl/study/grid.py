@@ -16,7 +16,7 @@ from typing import Any
 
 from olsctl.config import TOP_LEVEL, RunConfig, build_config
 from olsctl.errors import ConfigError, TraceError
-from olsctl.output import num
+from olsctl.run_files import num
 from olsctl.policies import REGISTRY
 from olsctl.workload import log_name, resolve_trace
 

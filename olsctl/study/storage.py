@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from olsctl.errors import OlsctlError
-from olsctl.output import num, write_atomic
+from olsctl.run_files import num, write_atomic
 from olsctl.study.grid import POWER_METRICS, Study
 
 RUN_FILES = ("jobs.csv", "timeseries.csv", "summary.json")

@@ -1,12 +1,14 @@
-"""MQBF what-ifs, Python pass against the compiled loop (:mod:`olsctl.mqbf_whatif`), on the
-what-ifs a real MQBF/OLS run asks for (``configs/mqbf-ols.yaml`` on a bundled log).
+"""The speed of MQBF what-ifs: the policy's Python pass against the compiled loop
+(:mod:`olsctl.mqbf_whatif`), on the what-ifs a real MQBF/OLS run asks for
+(``configs/mqbf-ols.yaml`` on a bundled log).
 
-``python -m olsctl.bench.mqbf_whatif [--trace SDSC-SP2] [--every 10] [--turns 5]``
+``python -m olsctl.bench.mqbf_whatif_speed [--trace SDSC-SP2] [--every 10] [--turns 5]``
 runs the config and collects the what-ifs of every tenth controller tick (snapshot and
-machine setting of each), then times them run by the policy's Python pass and by the compiled loop, in
-turns in the same process, and prints what-ifs per second and the ratio; both must give
-the same starts. ``--check`` instead runs the whole config once, checking every what-if
-the controller runs against the compiled loop, and prints how many it compared.
+machine setting of each), then times them run by the policy's Python pass and by the
+compiled loop, in turns in the same process, and prints what-ifs per second and the
+ratio; both must give the same starts. ``--check`` instead runs the whole config once,
+checking every what-if the controller runs against the compiled loop, and prints how many
+it compared.
 """
 
 from __future__ import annotations
@@ -212,7 +214,7 @@ def bench(cases: list[Case], turns: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m olsctl.bench.mqbf_whatif")
+    parser = argparse.ArgumentParser(prog="python -m olsctl.bench.mqbf_whatif_speed")
     parser.add_argument("--trace", default="SDSC-SP2")
     parser.add_argument("--ticks", type=int, default=None, help="only the first ticks")
     parser.add_argument("--every", type=int, default=10, help="the what-ifs of every n-th tick")

@@ -1,5 +1,8 @@
-"""Rich renderers: data in, renderables out (the CLI prints them; tests render them to a
-fixed-width console)."""
+"""What the terminal shows of a run and a log: rich renderers, data in, renderables out
+(the run summary table, the settings, SLA, power and budget rows, the trace and power
+information views, the run's progress bar) and the number texts they share with
+:mod:`olsctl.report`'s tables. The CLI prints them; tests render them to a fixed-width
+console."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from olsctl.config import build_config
-from olsctl.config.loading import read_yaml
+from olsctl.config.building import read_yaml
 from olsctl.errors import ConfigError
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SLA_METRICS,
                                Study, _axes, _expand, _kind)
