@@ -21,8 +21,8 @@ import yaml
 
 from olsctl.errors import ConfigError
 from olsctl.run_files import write_atomic
-from olsctl.study import (STUDY_KEYS, GridPoint, Study, StudyProgress, NULL_STUDY_PROGRESS,
-                          _read_yaml, run_study, study_from_data)
+from olsctl.study import (NULL_STUDY_PROGRESS, STUDY_KEYS, GridPoint, Study, StudyProgress,
+                          read_mapping, run_study, study_from_data)
 from olsctl.workload import BUNDLED
 
 #: whole-run metrics an SLA may bound (summary.json ``metrics``)
@@ -61,7 +61,7 @@ def load_tune(path: str | Path, out: str | None = None, n_jobs: int | None = Non
     """Read and validate a tune file."""
     path = Path(path)
     src = str(path)
-    data = _read_yaml(path)
+    data = read_mapping(path)
     for key in data:
         if key not in STUDY_KEYS and key not in TUNE_KEYS:
             raise ConfigError(f"{src}: {key}: unknown key (known: "

@@ -294,7 +294,7 @@ def test_the_summary_table_of_rmap_and_parm_shows_the_budget():
 
 
 def test_strict_says_what_it_checked_on_every_kind_of_run():
-    from olsctl.cli import _strict_text
+    from olsctl.commands.run import _strict_text
 
     base = {"strict_checks": 1234}
     plain = _strict_text(base)

@@ -108,7 +108,8 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
-def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+def cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl bench`` (it prints to ``out`` only)."""
     if args.repeat is None:
         args.repeat = 1 if args.ols else 3
     if args.repeat < 1:
