@@ -59,7 +59,17 @@ def _parser() -> argparse.ArgumentParser:
                                 "simulation with an online-simulation controller.")
     p.add_argument("--version", action="version", version=f"olsctl {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_trace_commands(sub)
+    _add_result_commands(sub)
+    _add_convert_commands(sub)
+    _add_study_commands(sub)
+    _add_bench_command(sub)
+    return p
 
+
+def _add_run_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``run`` and ``monitor`` (:mod:`olsctl.commands.run`)."""
     run = sub.add_parser("run", help="replay a workload under a policy",
                          description="Replay a workload under a scheduling policy and write "
                                      "jobs.csv, timeseries.csv and summary.json.")
@@ -96,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     mon.add_argument("--speed", type=float, default=20.0, metavar="X",
                      help="replay at X samples per second (default 20)")
 
+
+def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``trace info`` and ``trace congested`` (:mod:`olsctl.commands.logs`)."""
     trace = sub.add_parser("trace", help="inspect workload files, or write a synthetic one")
     tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
     info = tsub.add_parser("info", help="summary of an SWF file")
@@ -123,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     cong.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     cong.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
+
+def _add_result_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``predict`` and ``report`` (:mod:`olsctl.commands.results`)."""
     pred = sub.add_parser("predict", help="how well job power predictors do on a log",
                           description="Replay a log under EASY and report the mean absolute "
                                       "error of each job power predictor by week.")
@@ -142,6 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=("png", "svg"), default="png",
                      help="image format of the plots (default png)")
 
+
+def _add_convert_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``convert nrel`` and ``convert slurm`` (:mod:`olsctl.commands.logs`)."""
     conv = sub.add_parser("convert", help="turn other logs into SWF (+ power CSV)")
     csub = conv.add_subparsers(dest="convert_command", required=True, metavar="FORMAT")
     nrel = csub.add_parser("nrel", help="the NREL job power log (ground_truth.csv[.gz])")
@@ -162,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     slurm.add_argument("--skip-bad-lines", action="store_true",
                        help="count and skip malformed lines instead of failing")
 
+
+def _add_study_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``study`` and ``tune`` (:mod:`olsctl.commands.study`)."""
     study = sub.add_parser("study", help="a grid of runs, in parallel, resumable",
                            description="Run every point of a study's grid that is not "
                                        "finished yet; results.csv lists the finished runs.")
@@ -181,8 +203,12 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--n-jobs", type=int, help="runs in parallel (overrides the file's n_jobs)")
     tune.add_argument("--quiet", action="store_true", help="print no table or progress")
 
+
+def _add_bench_command(sub: argparse._SubParsersAction) -> None:
+    """The parser of ``bench`` (:mod:`olsctl.commands.bench`)."""
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
-    bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
+    bench.add_argument("traces", nargs="*",
+                       help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=None,
                        help="best of N runs (default 3; with --ols 1)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
@@ -212,7 +238,6 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--congested-jobs", type=int, default=None, metavar="N",
                        help="with --ols --congested: the congested log's jobs (default "
                             "4000; 12000 keeps a thousand and more waiting at most ticks)")
-    return p
 
 
 #: every command by its name -> its handler (see :data:`HANDLERS`)
