@@ -13,8 +13,8 @@ from ``olsctl.config``.
 
 from __future__ import annotations
 
-from olsctl.config.defaults import BACKENDS, CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, RunConfig
 from olsctl.config.building import build_config, load_config, with_overrides, with_settings
+from olsctl.config.defaults import BACKENDS, CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, RunConfig
 from olsctl.config.run_checks import check_run
 
 __all__ = [

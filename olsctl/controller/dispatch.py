@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from olsctl.controller import easy_batch as batches
 from olsctl.controller.scoring import (Candidate, Trial, WhatIfRun, WhatIfTask, _failed,
                                        _timed_batch, run_batch, what_if_batch)
-from olsctl.controller import easy_batch as batches
 from olsctl.workers import processes_for
 
 if TYPE_CHECKING:
