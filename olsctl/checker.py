@@ -9,32 +9,46 @@ is not running; the state's busy count disagreeing with the checker's own.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from olsctl.errors import SimulationError
 
-if TYPE_CHECKING:
-    from olsctl.state import SimState
+
+class CheckedState(Protocol):
+    """What a checker reads of the simulation state it watches
+    (:class:`olsctl.state.SimState` is one)."""
+
+    now_s: float
+    total_procs: int
+    active_procs: int
+    busy_procs: int
+    job_id: list[int]
+    submit_s: list[float]
+    procs: list[int]
+    #: waiting jobs, by index
+    queue: list[int]
+    #: running jobs as (expected end, index)
+    running: list[tuple[float, int]]
 
 
 class Checker(Protocol):
-    def on_start(self, state: "SimState", idx: int) -> None: ...
+    def on_start(self, state: CheckedState, idx: int) -> None: ...
 
-    def on_finish(self, state: "SimState", idx: int) -> None: ...
+    def on_finish(self, state: CheckedState, idx: int) -> None: ...
 
-    def adopt(self, state: "SimState") -> None: ...
+    def adopt(self, state: CheckedState) -> None: ...
 
 
 class NullChecker:
     """Checks nothing (the default outside ``--strict``)."""
 
-    def on_start(self, state: "SimState", idx: int) -> None:
+    def on_start(self, state: CheckedState, idx: int) -> None:
         pass
 
-    def on_finish(self, state: "SimState", idx: int) -> None:
+    def on_finish(self, state: CheckedState, idx: int) -> None:
         pass
 
-    def adopt(self, state: "SimState") -> None:
+    def adopt(self, state: CheckedState) -> None:
         pass
 
 
@@ -50,7 +64,7 @@ class StrictChecker:
         self.busy = 0
         self.starts_checked = 0
 
-    def adopt(self, state: "SimState") -> None:
+    def adopt(self, state: CheckedState) -> None:
         """Take over the running jobs of a state built from a snapshot."""
         for _, idx in state.running:
             self.running[idx] = state.procs[idx]
@@ -58,7 +72,7 @@ class StrictChecker:
         self.busy = sum(self.running.values())
         self._agree(state, "adopting a snapshot")
 
-    def on_start(self, state: "SimState", idx: int) -> None:
+    def on_start(self, state: CheckedState, idx: int) -> None:
         job = state.job_id[idx]
         now = state.now_s
         if idx in self.ever_started:
@@ -81,18 +95,18 @@ class StrictChecker:
         self.busy += procs
         self.starts_checked += 1
 
-    def on_finish(self, state: "SimState", idx: int) -> None:
+    def on_finish(self, state: CheckedState, idx: int) -> None:
         procs = self.running.pop(idx, None)
         if procs is None:
             self._fail(state, f"job {state.job_id[idx]} finished but was not running")
         self.busy -= procs
         self._agree(state, f"finishing job {state.job_id[idx]}")
 
-    def _agree(self, state: "SimState", when: str) -> None:
+    def _agree(self, state: CheckedState, when: str) -> None:
         if state.busy_procs != self.busy:
             self._fail(state, f"busy processors disagree when {when}: state says "
                               f"{state.busy_procs}, running jobs hold {self.busy}")
 
     @staticmethod
-    def _fail(state: "SimState", message: str) -> None:
+    def _fail(state: CheckedState, message: str) -> None:
         raise SimulationError(f"t={state.now_s:g}: {message}")

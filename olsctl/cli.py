@@ -3,8 +3,7 @@
 ``main(argv) -> int`` parses the arguments and calls the command's handler, found by name
 in :data:`COMMANDS` (the handlers: :mod:`olsctl.commands`); it turns known input errors
 into one line on stderr and exit code 2, and Ctrl-C into exit code 130. A handler's module
-is imported when its command runs, so a command loads only what it needs; the handlers
-stay importable from here (``from olsctl.cli import cmd_run``).
+is imported when its command runs, so a command loads only what it needs.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import argparse
 import gc
 import sys
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from rich.console import Console
 
@@ -22,49 +21,34 @@ from olsctl.commands import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from olsctl.errors import OlsctlError
 from olsctl.workload import BUNDLED
 
-if TYPE_CHECKING:  # at run time, imported on use by __getattr__
-    from olsctl.commands.bench import cmd_bench
-    from olsctl.commands.logs import (cmd_convert_nrel, cmd_convert_slurm,
-                                      cmd_trace_congested, cmd_trace_info)
-    from olsctl.commands.results import cmd_predict, cmd_report
-    from olsctl.commands.run import _strict_text, cmd_monitor, cmd_run
-    from olsctl.commands.study import cmd_study, cmd_tune
-
-__all__ = ["COMMANDS", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "Handler", "_strict_text",
-           "cmd_bench", "cmd_convert_nrel", "cmd_convert_slurm", "cmd_monitor", "cmd_predict",
-           "cmd_report", "cmd_run", "cmd_study", "cmd_trace_congested", "cmd_trace_info",
-           "cmd_tune", "command_name", "entry_point", "main"]
+__all__ = ["COMMANDS", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "HANDLERS", "Handler",
+           "command_name", "entry_point", "main"]
 
 #: a command's handler: (parsed arguments, output console, error console) -> exit code
 Handler = Callable[[argparse.Namespace, Console, Console], int]
 
-#: the module in :mod:`olsctl.commands` of each name taken from there
-_MODULE_OF = {
-    "cmd_run": "run", "cmd_monitor": "run", "_strict_text": "run",
-    "cmd_trace_info": "logs", "cmd_trace_congested": "logs",
-    "cmd_convert_nrel": "logs", "cmd_convert_slurm": "logs",
-    "cmd_predict": "results", "cmd_report": "results",
-    "cmd_study": "study", "cmd_tune": "study",
-    "cmd_bench": "bench",
+#: every command by its name (with its subcommand: ``convert nrel``) -> its handler's
+#: module in :mod:`olsctl.commands` and name there
+HANDLERS: dict[str, tuple[str, str]] = {
+    "run": ("run", "cmd_run"),
+    "monitor": ("run", "cmd_monitor"),
+    "trace info": ("logs", "cmd_trace_info"),
+    "trace congested": ("logs", "cmd_trace_congested"),
+    "predict": ("results", "cmd_predict"),
+    "report": ("results", "cmd_report"),
+    "convert nrel": ("logs", "cmd_convert_nrel"),
+    "convert slurm": ("logs", "cmd_convert_slurm"),
+    "study": ("study", "cmd_study"),
+    "tune": ("study", "cmd_tune"),
+    "bench": ("bench", "cmd_bench"),
 }
 
 
-def _from_commands(name: str) -> Any:
-    """``name`` (in :data:`_MODULE_OF`) from its module, imported now if not yet."""
-    return getattr(import_module(f"olsctl.commands.{_MODULE_OF[name]}"), name)
-
-
-def __getattr__(name: str) -> Any:
-    """``olsctl.cli.cmd_run`` and the other names of :data:`_MODULE_OF`, imported on use."""
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _from_commands(name)
-
-
-def _handler(name: str) -> Handler:
-    """The handler ``name`` (in :data:`_MODULE_OF`), its module imported at its first call."""
+def _handler(module: str, name: str) -> Handler:
+    """The handler ``name`` of ``olsctl.commands.<module>``, its module imported at its
+    first call."""
     def handler(args: argparse.Namespace, out: Console, err: Console) -> int:
-        return _from_commands(name)(args, out, err)
+        return getattr(import_module(f"olsctl.commands.{module}"), name)(args, out, err)
 
     handler.__name__ = handler.__qualname__ = name
     return handler
@@ -75,7 +59,17 @@ def _parser() -> argparse.ArgumentParser:
                                 "simulation with an online-simulation controller.")
     p.add_argument("--version", action="version", version=f"olsctl {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_trace_commands(sub)
+    _add_result_commands(sub)
+    _add_convert_commands(sub)
+    _add_study_commands(sub)
+    _add_bench_command(sub)
+    return p
 
+
+def _add_run_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``run`` and ``monitor`` (:mod:`olsctl.commands.run`)."""
     run = sub.add_parser("run", help="replay a workload under a policy",
                          description="Replay a workload under a scheduling policy and write "
                                      "jobs.csv, timeseries.csv and summary.json.")
@@ -112,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     mon.add_argument("--speed", type=float, default=20.0, metavar="X",
                      help="replay at X samples per second (default 20)")
 
+
+def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``trace info`` and ``trace congested`` (:mod:`olsctl.commands.logs`)."""
     trace = sub.add_parser("trace", help="inspect workload files, or write a synthetic one")
     tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
     info = tsub.add_parser("info", help="summary of an SWF file")
@@ -139,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     cong.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     cong.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
+
+def _add_result_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``predict`` and ``report`` (:mod:`olsctl.commands.results`)."""
     pred = sub.add_parser("predict", help="how well job power predictors do on a log",
                           description="Replay a log under EASY and report the mean absolute "
                                       "error of each job power predictor by week.")
@@ -158,6 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=("png", "svg"), default="png",
                      help="image format of the plots (default png)")
 
+
+def _add_convert_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``convert nrel`` and ``convert slurm`` (:mod:`olsctl.commands.logs`)."""
     conv = sub.add_parser("convert", help="turn other logs into SWF (+ power CSV)")
     csub = conv.add_subparsers(dest="convert_command", required=True, metavar="FORMAT")
     nrel = csub.add_parser("nrel", help="the NREL job power log (ground_truth.csv[.gz])")
@@ -178,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
     slurm.add_argument("--skip-bad-lines", action="store_true",
                        help="count and skip malformed lines instead of failing")
 
+
+def _add_study_commands(sub: argparse._SubParsersAction) -> None:
+    """The parsers of ``study`` and ``tune`` (:mod:`olsctl.commands.study`)."""
     study = sub.add_parser("study", help="a grid of runs, in parallel, resumable",
                            description="Run every point of a study's grid that is not "
                                        "finished yet; results.csv lists the finished runs.")
@@ -197,8 +203,12 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--n-jobs", type=int, help="runs in parallel (overrides the file's n_jobs)")
     tune.add_argument("--quiet", action="store_true", help="print no table or progress")
 
+
+def _add_bench_command(sub: argparse._SubParsersAction) -> None:
+    """The parser of ``bench`` (:mod:`olsctl.commands.bench`)."""
     bench = sub.add_parser("bench", help="speed of the simulators against a plain loop")
-    bench.add_argument("traces", nargs="*", help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
+    bench.add_argument("traces", nargs="*",
+                       help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=None,
                        help="best of N runs (default 3; with --ols 1)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
@@ -228,28 +238,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--congested-jobs", type=int, default=None, metavar="N",
                        help="with --ols --congested: the congested log's jobs (default "
                             "4000; 12000 keeps a thousand and more waiting at most ticks)")
-    return p
 
 
-def _bench(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """``olsctl bench`` (it prints to ``out`` only)."""
-    return _from_commands("cmd_bench")(args, out)
-
-
-#: every command by its name (with its subcommand: ``convert nrel``) -> its handler
-COMMANDS: dict[str, Handler] = {
-    "run": _handler("cmd_run"),
-    "monitor": _handler("cmd_monitor"),
-    "trace info": _handler("cmd_trace_info"),
-    "trace congested": _handler("cmd_trace_congested"),
-    "predict": _handler("cmd_predict"),
-    "report": _handler("cmd_report"),
-    "convert nrel": _handler("cmd_convert_nrel"),
-    "convert slurm": _handler("cmd_convert_slurm"),
-    "study": _handler("cmd_study"),
-    "tune": _handler("cmd_tune"),
-    "bench": _bench,
-}
+#: every command by its name -> its handler (see :data:`HANDLERS`)
+COMMANDS: dict[str, Handler] = {command: _handler(module, name)
+                                for command, (module, name) in HANDLERS.items()}
 
 
 def command_name(args: argparse.Namespace) -> str:

@@ -10,23 +10,30 @@ import gc
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
-from olsctl import __version__
+from olsctl import __version__, backends
+from olsctl.backends import MAX_FAILED_CALLS, BackendDown, BackendError, failed_calls_error
 from olsctl.checker import NULL_CHECKER, StrictChecker
-from olsctl.config import RunConfig, check_run, cost_weights
-from olsctl.controller import Controller, ControllerSettings
-from olsctl.errors import ConfigError, SimulationError, TraceError
+from olsctl.config import RunConfig, check_run
+from olsctl.controller.settings import ControllerSettings, cost_weights
+from olsctl.controller.tick import Controller
+from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, SimulationError,
+                           TraceError)
+from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
-from olsctl.output import power_csv, write_run
 from olsctl.policies import make_policy
+from olsctl.policies.core.jit import compile_kernels
 from olsctl.power import accounting
 from olsctl.power.setup import power_inputs, power_setup
+from olsctl.records import RunRecords
+from olsctl.run_files import power_csv, write_run
 from olsctl.sim import NULL_PROGRESS, MainSimulator, Progress
 from olsctl.whatif import JobTable
-from olsctl.workload import load_workload, resolve_trace
+from olsctl.workers import Workers, processes_for
+from olsctl.workload import Workload, load_workload, resolve_trace
 
 
 @dataclass
@@ -113,8 +120,6 @@ class WorkerPool:
         self._failed_calls = 0
 
     def _count_failure(self, exc: Exception) -> None:
-        from olsctl.backends import MAX_FAILED_CALLS, BackendDown, failed_calls_error
-
         self._drop_parallel()  # it may still count the failed call as running
         self._failed_calls += 1
         if self._failed_calls >= MAX_FAILED_CALLS:
@@ -123,8 +128,6 @@ class WorkerPool:
 
     def _own(self):
         if self._workers is None:
-            from olsctl.workers import Workers, processes_for
-
             self._workers = Workers(processes_for(self.n_jobs) - 1)
             self._stack.callback(self._workers.close)
         return self._workers
@@ -133,8 +136,6 @@ class WorkerPool:
         return list(self.submit(tasks))
 
     def _joblib_or_stop(self):
-        from olsctl.backends import BackendDown, BackendError
-
         try:
             return self._joblib()
         except BackendError as exc:  # in a tick: the run stops
@@ -142,9 +143,6 @@ class WorkerPool:
 
     def _joblib(self):
         if self._parallel is None:
-            from olsctl import backends
-            from olsctl.workers import processes_for
-
             if self._params is None:  # the cluster, joined once for the run
                 self._params = backends.connect(self._stack, self.backend, self.cluster,
                                                 processes_for(self.n_jobs), self._where)
@@ -190,6 +188,40 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     ``power.csv``, ``decisions.jsonl``, ``live.jsonl``) are removed once the outputs are
     written, so the directory holds one run; other files there are left alone."""
     _check_out(config)
+    workload = _workload(config)
+    estimates = workload.estimate_s(config.estimates)
+    check_run(config, workload, estimates)  # every check across sections, before anything runs
+    power = power_inputs(config, workload)  # read and checked before anything runs
+    policy = make_policy(config.policy)
+    checker = StrictChecker() if config.strict else NULL_CHECKER
+    sim = _main_simulator(config, workload, estimates, policy, power, checker, progress_bar)
+    controller = None
+    if config.controller is not None:
+        controller = _controller(config, workload, estimates,
+                                 None if power is None else power[1])
+        if power is not None:
+            sim.wake_latency_s = power[1].wake_latency_s
+        controller.start(sim)
+    records = _simulate(config, sim, controller, progress_bar, live)
+    summary = _summary(config, workload, policy, checker, sim, records)
+    extra_files: dict[str, str] = {}
+    if controller is not None:
+        summary["controller"] = controller.summary()
+        extra_files["decisions.jsonl"] = controller.jsonl()
+    job_power = None
+    if power is not None:
+        extra_files["power.csv"], job_power = _power_outputs(config, workload, power, sim,
+                                                             records, summary)
+    out_dir = Path(config.out)
+    files = _write(config, workload, sim, records, summary, extra_files, job_power)
+    feed = live is not None and live.writes_feed
+    _remove_stale(out_dir, {p.name for p in files} | ({FEED_FILE} if feed else set()))
+    return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
+
+
+def _workload(config: RunConfig) -> Workload:
+    """The run's workload: its trace found (an error names the config that named it),
+    loaded and scaled."""
     try:
         path = resolve_trace(config.trace, config.base_dir)
     except TraceError as exc:
@@ -197,20 +229,19 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             raise
         where = config.base_dir or Path.cwd()
         raise TraceError(f"{config.source}: trace: {exc.args[0]} (looked in {where})") from None
-    workload = load_workload(path, config.procs, config.skip_bad_lines).load_scaled(
+    return load_workload(path, config.procs, config.skip_bad_lines).load_scaled(
         config.load_scale)
-    active = config.active_procs
-    estimates = workload.estimate_s(config.estimates)
-    check_run(config, workload, estimates)  # every check across sections, before anything runs
-    power = power_inputs(config, workload)  # read and checked before anything runs
-    policy = make_policy(config.policy)
-    checker = StrictChecker() if config.strict else NULL_CHECKER
-    sim = MainSimulator(workload, policy, estimates, active, checker,
+
+
+def _main_simulator(config: RunConfig, workload: Workload, estimates: np.ndarray,
+                    policy: Any, power: tuple | None, checker: Any,
+                    progress_bar: Any) -> MainSimulator:
+    """The main simulator of the run, its policy's job model prepared and, with power,
+    its power state (and hardware limit) set up."""
+    sim = MainSimulator(workload, policy, estimates, config.active_procs, checker,
                         NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
     problem = policy.prepare(sim.state, workload)  # a job model of the policy's own
     if problem is not None:  # some job could never run under the policy's settings
-        from olsctl.errors import InfeasibleConfig
-
         raise InfeasibleConfig(f"{config.source}: policy.{problem}")
     if power is not None:
         profiles, machine, cap = power
@@ -223,20 +254,18 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             min_clock=spec["min_clock"])
         if limit is not None:
             sim.state.limit = limit
-    controller = None
-    if config.controller is not None:
-        controller = _controller(config, workload, estimates,
-                                 None if power is None else power[1])
-        if power is not None:
-            sim.wake_latency_s = power[1].wake_latency_s
-        controller.start(sim)
+    return sim
+
+
+def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | None,
+              progress_bar: Any, live: Any) -> RunRecords:
+    """Run the main simulator to its end (with the controller's worker pool, the
+    progress bar and the live view around it); every job must have started."""
     with ExitStack() as stack:
         stack.enter_context(collector_paused())
         if controller is not None and controller.settings.n_jobs != 1:
             # fill numba's cache once here, so that the workers load the compiled
             # kernels instead of each compiling them at once
-            from olsctl.policies.core.jit import compile_kernels
-
             compile_kernels()
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
@@ -247,21 +276,25 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
             stack.enter_context(progress_bar)
         if live is not None:
             stack.enter_context(live.attach(sim, controller))
-        from olsctl.backends import BackendDown
-
         try:
             records = sim.run()
         except BackendDown as down:  # the pool cannot run what-ifs: the run stops
             raise down.error from down.__cause__
-
     if records.unstarted:
-        from olsctl.errors import InfeasibleRun
-
         first = records.unstarted[0]
         raise InfeasibleRun(
             f"{len(records.unstarted)} job(s) could never start under policy "
             f"{config.policy['name']} (first: job {first}): nothing was left running to "
             f"free processors or power; raise the cap or the active processors")
+    return records
+
+
+def _summary(config: RunConfig, workload: Workload, policy: Any, checker: Any,
+             sim: MainSimulator, records: RunRecords) -> dict:
+    """``summary.json`` without the controller's and the power's parts: the run, its
+    metrics, weeks and SLA windows, and the policy's own report (``policy`` is the one
+    the run started with)."""
+    active = config.active_procs
     header = workload.header
     summary = {
         "olsctl": __version__,
@@ -279,56 +312,58 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     report = policy.run_report(sim.state, records)
     if report is not None:
         summary[policy.report_key] = report
-    extra_files: dict[str, str] = {}
-    if controller is not None:
-        summary["controller"] = controller.summary()
-        extra_files["decisions.jsonl"] = controller.jsonl()
-    job_power = None
-    if power is not None:
-        profiles, machine, cap = power
-        index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
-        cap = sim.state.power.cap  # with the controller's changes, if any
-        limit = sim.state.limit
-        tl = accounting.timeline(records, profiles, index_of, machine, cap,
-                                 wake_before=sim.wake_latency_s > 0,
-                                 job_log=None if limit is None else (limit.log_t, limit.log_dw))
-        smp = accounting.samples(tl, machine.sample_s)
-        power_summary = accounting.summary(tl, smp)
-        summary["power"] = {**power_summary, "cap": config.power["cap"],
-                            "forced_starts": sim.state.power.forced_starts,
-                            "synthetic_profiles": profiles.synthetic_jobs,
-                            "profiles": config.power["profiles"],
-                            "limit": config.power["limit"]}
-        if limit is None:
-            summary["power"]["scheduler_csr"] = power_summary["csr"]
-            job_power = (profiles.mean_w, index_of)
-        else:
-            figures = accounting.limit_summary(tl, smp, machine.sample_s, limit, records)
-            summary["power"].update(share=config.power["share"], **figures)
-            if config.strict and not figures["limit_held"]:
-                raise SimulationError(
-                    f"--strict: the power limit did not hold: power passed the cap by up to "
-                    f"{figures['max_over_cap_w']:.6g} W (jobs at power.min_clock "
-                    f"{config.power['min_clock']:g} still drew more)")
-            energy = [limit.energy.get(i, 0.0) for i in range(len(workload))]
-            job_power = (profiles.mean_w, index_of, np.asarray(energy))
-        extra_files["power.csv"] = power_csv(
-            smp, None if limit is None else ~accounting.untouched(smp, machine.sample_s,
-                                                                  limit.intervals))
+    return summary
+
+
+def _power_outputs(config: RunConfig, workload: Workload, power: tuple, sim: MainSimulator,
+                   records: RunRecords, summary: dict) -> tuple[str, tuple]:
+    """The run's power accounting: ``summary["power"]`` filled in, and the text of
+    ``power.csv`` and the jobs' power columns of ``jobs.csv`` returned."""
+    profiles, machine, cap = power
+    index_of = {j: i for i, j in enumerate(workload.job_id.tolist())}
+    cap = sim.state.power.cap  # with the controller's changes, if any
+    limit = sim.state.limit
+    tl = accounting.timeline(records, profiles, index_of, machine, cap,
+                             wake_before=sim.wake_latency_s > 0,
+                             job_log=None if limit is None else (limit.log_t, limit.log_dw))
+    smp = accounting.samples(tl, machine.sample_s)
+    power_summary = accounting.summary(tl, smp)
+    summary["power"] = {**power_summary, "cap": config.power["cap"],
+                        "forced_starts": sim.state.power.forced_starts,
+                        "synthetic_profiles": profiles.synthetic_jobs,
+                        "profiles": config.power["profiles"],
+                        "limit": config.power["limit"]}
+    if limit is None:
+        summary["power"]["scheduler_csr"] = power_summary["csr"]
+        job_power = (profiles.mean_w, index_of)
+    else:
+        figures = accounting.limit_summary(tl, smp, machine.sample_s, limit, records)
+        summary["power"].update(share=config.power["share"], **figures)
+        if config.strict and not figures["limit_held"]:
+            raise SimulationError(
+                f"--strict: the power limit did not hold: power passed the cap by up to "
+                f"{figures['max_over_cap_w']:.6g} W (jobs at power.min_clock "
+                f"{config.power['min_clock']:g} still drew more)")
+        energy = [limit.energy.get(i, 0.0) for i in range(len(workload))]
+        job_power = (profiles.mean_w, index_of, np.asarray(energy))
+    text = power_csv(smp, None if limit is None else ~accounting.untouched(smp, machine.sample_s,
+                                                                           limit.intervals))
+    return text, job_power
+
+
+def _write(config: RunConfig, workload: Workload, sim: MainSimulator, records: RunRecords,
+           summary: dict, extra_files: dict[str, str], job_power: tuple | None) -> list[Path]:
+    """Write the run's files into ``config.out``; the paths written."""
     logged = None
-    if power is not None or sim.state.budget is not None:  # a job may get other than it asked
+    if job_power is not None or sim.state.budget is not None:  # a job may get other than it asked
         logged = ({j: i for i, j in enumerate(workload.job_id.tolist())},
                   workload.procs, workload.runtime_s)
-    out_dir = Path(config.out)
     try:
-        files = write_run(out_dir, job_columns(records), records.samples, summary,
-                          extra_files, job_power, logged)
+        return write_run(Path(config.out), job_columns(records), records.samples, summary,
+                         extra_files, job_power, logged)
     except OSError as exc:
         raise ConfigError(f"{config.source}: out: cannot write into {config.out}: "
                           f"{exc.strerror or exc}") from None
-    feed = live is not None and live.writes_feed
-    _remove_stale(out_dir, {p.name for p in files} | ({FEED_FILE} if feed else set()))
-    return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
 
 
 #: the feed ``olsctl run --live/--feed`` writes (:data:`olsctl.live.FEED_NAME`)
@@ -379,7 +414,8 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
     weights = tuple(cost_weights(c["cost"]).items())
     settings = ControllerSettings(
         interval_s=c["interval_s"],
-        fractions=tuple(ap.get("fraction", ())), procs=tuple(ap["procs"]) if "procs" in ap else None,
+        fractions=tuple(ap.get("fraction", ())),
+        procs=tuple(ap["procs"]) if "procs" in ap else None,
         caps_w=caps_w, windows=windows, params=params,
         sla_metric=sla.metric, sla_max=sla.max, cost=weights,
         search=c["search"], arrivals=c["arrivals"],
@@ -391,8 +427,6 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                     workload.runtime_s)
     feedback = None
     if c["sla"]["feedback"] is not None:
-        from olsctl.feedback import FeedbackSettings, SlaFeedback
-
         header = workload.header
         origin, _ = week_origin(float(workload.submit_s[0]), header.first_int("UnixStartTime"),
                                 header.first_int("TimeZone"))

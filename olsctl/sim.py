@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from olsctl.checker import NULL_CHECKER, Checker
+from olsctl.power.cap import CapSchedule
 from olsctl.records import JobRecord, RunRecords, TimeSeries
 from olsctl.state import SimState
 from olsctl.workload import Workload
@@ -145,8 +146,6 @@ class MainSimulator:
     def set_cap(self, cap_w: float) -> None:
         """Change the power cap from now on (from an :meth:`at` function); the cap
         schedule keeps the history, so accounting measures CSR against the cap in force."""
-        from olsctl.power.cap import CapSchedule
-
         power = self.state.power
         if power is None:
             raise ValueError("set_cap needs a run with power")

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
+from olsctl.power.profiles import ProfileSettings, project_of, synthetic_profiles
 from olsctl.workload import Workload
 
 #: Bucket upper bounds (inclusive) for job sizes, and runtime bounds in seconds (the
@@ -81,8 +82,6 @@ def trace_info(w: Workload) -> dict:
 def power_info(w: Workload, idle_w: float = 250.0, peak_w: float = 1150.0,
                seed: int = 0, procs_per_node: int = 1) -> dict:
     """Distributions of the synthetic job power profiles olsctl gives ``w`` (per processor)."""
-    from olsctl.power.profiles import ProfileSettings, project_of, synthetic_profiles
-
     prof = synthetic_profiles(w, idle_w, peak_w, ProfileSettings(seed=seed,
                                                                   procs_per_node=procs_per_node))
     mean, mx, sd = prof.mean_w, prof.max_w, prof.std_w

@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 
 from olsctl.errors import ConfigError
-from olsctl.output import write_atomic
-from olsctl.study import (STUDY_KEYS, GridPoint, Study, StudyProgress, NULL_STUDY_PROGRESS,
-                          _read_yaml, run_study, study_from_data)
+from olsctl.run_files import write_atomic
+from olsctl.study import (NULL_STUDY_PROGRESS, STUDY_KEYS, GridPoint, Study, StudyProgress,
+                          read_mapping, run_study, study_from_data)
+from olsctl.workload import BUNDLED
 
 #: whole-run metrics an SLA may bound (summary.json ``metrics``)
 TUNE_METRICS = ("mean_bsld", "p95_bsld", "max_bsld", "mean_wait_s", "p95_wait_s", "max_wait_s")
@@ -60,7 +61,7 @@ def load_tune(path: str | Path, out: str | None = None, n_jobs: int | None = Non
     """Read and validate a tune file."""
     path = Path(path)
     src = str(path)
-    data = _read_yaml(path)
+    data = read_mapping(path)
     for key in data:
         if key not in STUDY_KEYS and key not in TUNE_KEYS:
             raise ConfigError(f"{src}: {key}: unknown key (known: "
@@ -141,8 +142,6 @@ def tuned_config(tune: Tune, winner: Ranked) -> str:
 
 
 def _bundled() -> set[str]:
-    from olsctl.workload import BUNDLED
-
     return set(BUNDLED)
 
 

@@ -202,57 +202,13 @@ def load_workload(
         path, skip_bad_lines=skip_bad_lines)
     report = LoadReport(source=path.name)
     bulk = _bulk_columns(reader, report)  # a clean SWF file at array speed, else None
-    cols: list = [[] for _ in range(8)] if bulk is None else bulk
-    seen_ids: dict[float, int] = {}
-    last_submit = -1.0
-    last_line = 0
-    for rec in reader if bulk is None else ():
-        v = rec.values
-        job_id, submit, runtime = v[0], v[1], v[3]
-        problem = None
-        if submit < 0:
-            problem = f"field 2 (submit_time) is negative: {submit:g}"
-        elif submit < last_submit:
-            problem = (f"field 2 (submit_time) goes back in time: {submit:g} after "
-                       f"{last_submit:g} on line {last_line}")
-        elif job_id in seen_ids:
-            problem = f"field 1 (job_number) {job_id:g} repeats line {seen_ids[job_id]}"
-        if problem is not None:
-            if not skip_bad_lines:
-                raise TraceError(f"{path.name}:{rec.line_no}: {problem}")
-            reader.bad_lines += 1
-            reader.first_error = reader.first_error or f"{path.name}:{rec.line_no}: {problem}"
-            continue
-        seen_ids[job_id] = rec.line_no
-        last_submit, last_line = submit, rec.line_no
-        report.records += 1
-        procs = v[7] if v[7] > 0 else v[4]
-        if runtime <= 0:
-            report.drop("runtime <= 0")
-            continue
-        if procs <= 0:
-            report.drop("processors <= 0")
-            continue
-        for col, value in zip(cols, (job_id, submit, runtime, procs, v[8], v[11], v[12], v[13])):
-            col.append(value)
+    cols = _record_columns(reader, report, skip_bad_lines) if bulk is None else bulk
     report.bad_lines = reader.bad_lines
     report.first_bad_line = reader.first_error
     for why, n in getattr(reader, "dropped", {}).items():  # a sacct dump's jobs that never ran
         report.records += n
         report.dropped[why] = n
-
-    if report.records == 0:
-        what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
-        if report.bad_lines:  # (--skip-bad-lines skipped every one)
-            what = (f"no job records: all {report.bad_lines} skipped as malformed (first: "
-                    f"{report.first_bad_line})")
-        raise TraceError(f"{path.name}: {what}")
-    size = machine_procs or reader.header.first_int("MaxProcs") or reader.header.first_int("MaxNodes")
-    if not size or size <= 0:
-        raise TraceError(
-            f"{path.name}: machine size unknown: no MaxProcs or MaxNodes header; set procs"
-        )
-
+    size = _machine_size(reader, report, machine_procs)
     job_id, submit, runtime, procs, req, user, group, exe = (np.asarray(c, dtype=float)
                                                              for c in cols)
     fits = procs <= size
@@ -279,3 +235,65 @@ def load_workload(
         group_id=group[pick].astype(np.int64),
         executable=exe[pick].astype(np.int64),
     )
+
+
+def _record_columns(reader: SwfReader | slurm.SacctReader, report: LoadReport,
+                    skip_bad_lines: bool) -> list[list]:
+    """The columns (job id, submit, runtime, processors, requested time, user, group,
+    executable) of the records ``reader`` yields, one record at a time: submit times must
+    not be negative or go back, job ids not repeat (with ``skip_bad_lines`` such records
+    are counted and skipped); records with no runtime or no processors are dropped and
+    counted in ``report``."""
+    name = reader.source
+    cols: list = [[] for _ in range(8)]
+    seen_ids: dict[float, int] = {}
+    last_submit = -1.0
+    last_line = 0
+    for rec in reader:
+        v = rec.values
+        job_id, submit, runtime = v[0], v[1], v[3]
+        problem = None
+        if submit < 0:
+            problem = f"field 2 (submit_time) is negative: {submit:g}"
+        elif submit < last_submit:
+            problem = (f"field 2 (submit_time) goes back in time: {submit:g} after "
+                       f"{last_submit:g} on line {last_line}")
+        elif job_id in seen_ids:
+            problem = f"field 1 (job_number) {job_id:g} repeats line {seen_ids[job_id]}"
+        if problem is not None:
+            if not skip_bad_lines:
+                raise TraceError(f"{name}:{rec.line_no}: {problem}")
+            reader.bad_lines += 1
+            reader.first_error = reader.first_error or f"{name}:{rec.line_no}: {problem}"
+            continue
+        seen_ids[job_id] = rec.line_no
+        last_submit, last_line = submit, rec.line_no
+        report.records += 1
+        procs = v[7] if v[7] > 0 else v[4]
+        if runtime <= 0:
+            report.drop("runtime <= 0")
+            continue
+        if procs <= 0:
+            report.drop("processors <= 0")
+            continue
+        for col, value in zip(cols, (job_id, submit, runtime, procs, v[8], v[11], v[12], v[13])):
+            col.append(value)
+    return cols
+
+
+def _machine_size(reader: SwfReader | slurm.SacctReader, report: LoadReport,
+                  machine_procs: int | None) -> int:
+    """The machine's processors: ``machine_procs``, else the header's ``MaxProcs``, else
+    its ``MaxNodes``. A log without job records is refused first."""
+    name = reader.source
+    if report.records == 0:
+        what = "no job records" + (" (header only)" if reader.header.entries else " (empty file)")
+        if report.bad_lines:  # (--skip-bad-lines skipped every one)
+            what = (f"no job records: all {report.bad_lines} skipped as malformed (first: "
+                    f"{report.first_bad_line})")
+        raise TraceError(f"{name}: {what}")
+    size = (machine_procs or reader.header.first_int("MaxProcs")
+            or reader.header.first_int("MaxNodes"))
+    if not size or size <= 0:
+        raise TraceError(f"{name}: machine size unknown: no MaxProcs or MaxNodes header; set procs")
+    return size

@@ -513,11 +513,11 @@ def test_bench_ols_reports_both_worker_counts(tmp_path, capsys, monkeypatch, pol
     lines = ["; MaxProcs: 8"] + [f"{j} {200 * j} -1 {600 + 37 * j % 900} {1 + j % 8} -1 -1 "
                                  f"{1 + j % 8} 1500 -1 1 -1 -1 -1 -1 -1 -1 -1" for j in range(1, 60)]
     (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
-    import olsctl.config as config_module
+    import olsctl.bench.controller_cost as controller_cost
 
     ran = []  # each benched run's policy (bench_ols builds its config when it runs)
-    build = config_module.build_config
-    monkeypatch.setattr(config_module, "build_config",
+    build = controller_cost.build_config
+    monkeypatch.setattr(controller_cost, "build_config",
                         lambda raw, **kw: ran.append(raw["policy"]["name"]) or build(raw, **kw))
     more = ["--mqbf"] if policy == "mqbf" else []
     assert main(["bench", str(tmp_path / "t.swf"), "--ols", "--search", "bisect", *more]) == 0
@@ -544,7 +544,7 @@ def test_bench_congested_jobs_needs_the_congested_bench_and_a_job(capsys):
 def test_bench_times_the_compared_policies_in_turns_with_easy():
     # the MQBF and knapsack ratios divide by EASY's time: their runs alternate with
     # EASY's, so a slow spell of the machine does not land on one side only
-    from olsctl.bench import _interleaved
+    from olsctl.bench.simulators import _interleaved
 
     calls = []
 
@@ -790,42 +790,42 @@ def test_ticks_go_to_the_pool_only_when_worth_it_and_decide_the_same(pool_min_s,
 def test_auto_mode_measures_a_round_trip_once_before_it_first_uses_the_pool():
     ctl = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
     ctl.parallel = pool = _CountingPool(trip_s=0.01)
-    ctl._per_whatif_s = 0.02  # 140 ms in all, 70 ms saved by two workers
-    assert ctl._pool_pays(None, 7, 2)  # (no what-if goes on the trips: no task needed)
-    assert pool.calls == 2 and 0.01 <= ctl._hop_s < 1.0
-    ctl._per_whatif_s = 0.002  # 7 ms saved: not worth 1.5 trips of over 10 ms
-    assert not ctl._pool_pays(None, 7, 2)
+    ctl.dispatcher.per_whatif_s = 0.02  # 140 ms in all, 70 ms saved by two workers
+    assert ctl.dispatcher.pool_pays(None, 7, 2)  # (no what-if goes on the trips: no task needed)
+    assert pool.calls == 2 and 0.01 <= ctl.dispatcher.hop_s < 1.0
+    ctl.dispatcher.per_whatif_s = 0.002  # 7 ms saved: not worth 1.5 trips of over 10 ms
+    assert not ctl.dispatcher.pool_pays(None, 7, 2)
     assert pool.calls == 2  # measured once
 
 
 def test_the_tick_after_an_sla_miss_stays_in_process_in_auto_mode():
     # its what-ifs cut short may have to go on, which only those run in process can do
     auto = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
-    auto._per_whatif_s = 0.02
-    assert auto._use_pool(7, 2)
-    auto._after_miss = True
-    assert not auto._use_pool(7, 2)
+    auto.dispatcher.per_whatif_s = 0.02
+    assert auto.dispatcher.use_pool(7, 2)
+    auto.dispatcher.after_miss = True
+    assert not auto.dispatcher.use_pool(7, 2)
     forced = Controller(ControllerSettings(n_jobs=2, pool_min_s=0), {"name": "easy"})
-    forced._per_whatif_s, forced._after_miss = 0.02, True
-    assert forced._use_pool(7, 2)
+    forced.dispatcher.per_whatif_s, forced.dispatcher.after_miss = 0.02, True
+    assert forced.dispatcher.use_pool(7, 2)
     w = _busy_then_quiet()
     sim = make_main(w)
     ctl = Controller(ControllerSettings(interval_s=900.0, sla_max=1.0), {"name": "easy"})
     ctl.start(sim)
     sim.run()
     last = [d["sla_met"] for d in ctl.decisions if d["sla_met"] is not None][-1]
-    assert ctl._after_miss == (not last)
+    assert ctl.dispatcher.after_miss == (not last)
 
 
 def test_a_slow_tick_goes_to_the_pool_in_auto_mode():
     ctl = Controller(ControllerSettings(n_jobs=2), {"name": "easy"})
-    assert not ctl._use_pool(7, 2)  # nothing measured yet: in process
-    ctl._per_whatif_s = 0.001  # 7 ms in all, 3.5 ms saved by two workers: not worth 30 ms
-    assert not ctl._use_pool(7, 2)
-    ctl._per_whatif_s = 0.02  # 140 ms in all, 70 ms saved
-    assert ctl._use_pool(7, 2)
-    ctl._hop_s = 0.05  # the pool has been adding 50 ms: 70 ms saved is below 75 ms
-    assert not ctl._use_pool(7, 2)
+    assert not ctl.dispatcher.use_pool(7, 2)  # nothing measured yet: in process
+    ctl.dispatcher.per_whatif_s = 0.001  # 7 ms in all, 3.5 ms saved by two workers: not worth 30 ms
+    assert not ctl.dispatcher.use_pool(7, 2)
+    ctl.dispatcher.per_whatif_s = 0.02  # 140 ms in all, 70 ms saved
+    assert ctl.dispatcher.use_pool(7, 2)
+    ctl.dispatcher.hop_s = 0.05  # the pool has been adding 50 ms: 70 ms saved is below 75 ms
+    assert not ctl.dispatcher.use_pool(7, 2)
 
 
 def test_cheapest_first_chooses_as_grid_with_fewer_what_ifs_whatever_the_workers():

@@ -54,7 +54,9 @@ def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
     bound's ``KNOWN = 0``) would silently give one module's kernels the other's value.
     Such a pair is refused; equal values and shared imports are fine."""
     from olsctl.policies.core import jit
-    jit._load_kernel_modules()
+    import olsctl.feedback  # noqa: F401  (every kernel module, registered)
+    import olsctl.policies.easy.forward  # noqa: F401
+    import olsctl.policies.mqbf.forward  # noqa: F401
     assert jit._shared_scope()["KNOWN"] == KNOWN
     clash = types.FunctionType(compile("def clash():\n    return KNOWN\n", "x", "exec")
                                .co_consts[0], {"KNOWN": KNOWN + 3, "np": np,
@@ -73,7 +75,9 @@ def test_per_event_steps_are_compiled_into_their_callers():
     reference counts, every other kernel with them. Uncompiled, every kernel is its
     plain function, which the other tests here run either way."""
     from olsctl.policies.core import jit
-    jit._load_kernel_modules()
+    import olsctl.feedback  # noqa: F401  (every kernel module, registered)
+    import olsctl.policies.easy.forward  # noqa: F401
+    import olsctl.policies.mqbf.forward  # noqa: F401
     assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
     assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
     assert jit._NO_REFCOUNTS == {"forward_loop", "mqbf_loop"}

@@ -1,6 +1,7 @@
 """What ``olsctl run`` loads: the other commands' modules, the Slurm converter and the
-workers' multiprocessing are imported only when used (start-up time), and every name they
-stand behind stays importable from ``olsctl.cli`` and ``olsctl.slurm``.
+workers' multiprocessing are imported only when used (start-up time); every handler
+``olsctl.cli`` names exists, and every name ``olsctl.slurm`` stands behind stays
+importable from it.
 """
 
 from __future__ import annotations
@@ -39,15 +40,14 @@ def test_every_slurm_name_is_its_parts(name):
     assert getattr(olsctl.slurm, name) is getattr(part, name)
 
 
-@pytest.mark.parametrize("name", sorted(olsctl.cli._MODULE_OF))
-def test_every_handler_is_importable_from_cli(name):
-    module = importlib.import_module(f"olsctl.commands.{olsctl.cli._MODULE_OF[name]}")
-    assert getattr(olsctl.cli, name) is getattr(module, name)
+@pytest.mark.parametrize("command", sorted(olsctl.cli.HANDLERS))
+def test_every_command_names_a_handler_of_its_module(command):
+    module, name = olsctl.cli.HANDLERS[command]
+    assert callable(getattr(importlib.import_module(f"olsctl.commands.{module}"), name))
+    assert olsctl.cli.COMMANDS[command].__name__ == name
 
 
 def test_unknown_names_raise_attribute_error():
-    for module in (olsctl.cli, olsctl.slurm):
-        with pytest.raises(AttributeError, match="no_such_name"):
-            getattr(module, "no_such_name")
+    with pytest.raises(AttributeError, match="no_such_name"):
+        getattr(olsctl.slurm, "no_such_name")
     assert set(olsctl.slurm._PART_OF) == set(olsctl.slurm.__all__)
-    assert set(olsctl.cli._MODULE_OF) <= set(olsctl.cli.__all__)

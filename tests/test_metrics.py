@@ -8,7 +8,7 @@ import pytest
 
 from olsctl.metrics import WEEK_S, bounded_slowdown, summarize, week_origin, weekly
 from olsctl.records import JobRecord, RunRecords, TimeSeries
-from olsctl.output import jobs_csv, num
+from olsctl.run_files import jobs_csv, num
 from olsctl.metrics import job_columns
 
 

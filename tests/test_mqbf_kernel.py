@@ -557,10 +557,10 @@ def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, 
 
 
 def test_the_what_if_benchmark_collects_the_controllers_what_ifs_and_compares_them():
-    """``python -m olsctl.bench.mqbf_whatif`` gathers the what-ifs of a real MQBF/OLS run
+    """``python -m olsctl.bench.mqbf_whatif_speed`` gathers the what-ifs of a real MQBF/OLS run
     (run by the Python pass there, though the controller would run them compiled) and
     runs each both ways, which must agree (it asserts so)."""
-    from olsctl.bench import mqbf_whatif as bench
+    from olsctl.bench import mqbf_whatif_speed as bench
 
     cases = bench.collect("KTH-SP2", ticks=60,
                           config=REPO_ROOT / "configs" / "mqbf-ols.yaml")

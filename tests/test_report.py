@@ -23,7 +23,7 @@ from olsctl.cli import main
 from olsctl.report import (MAX_POINTS, RunEntry, bin_means, change_points, ecdf_points,
                            load_source, reduce_chunks, reduce_steps, report_tables,
                            step_integral)
-from olsctl.reporting import _f, _pct, run_summary_table, sla_window_text
+from olsctl.terminal import _f, _pct, run_summary_table, sla_window_text
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -471,7 +471,8 @@ def test_an_older_summary_is_reported_without_the_sla(run_dir, tmp_path, capsys,
     figures): the tables and plots as before, no SLA rows, no sla plot, no traceback."""
     _wide(monkeypatch)
     pytest.importorskip("matplotlib")
-    from olsctl.report import _plan, plot_data, weekly_figure
+    from olsctl.report import plot_data, weekly_figure
+    from olsctl.report.figures import _plan
 
     from olsctl.report import has_sla_windows
 
@@ -569,7 +570,7 @@ def test_weekly_plot_names_windows_that_are_not_weeks(run_dir, tmp_path):
 
 
 def test_power_budget_saved_is_one_minus_the_mean_cap_over_the_peak():
-    from olsctl.report import _budget_saved
+    from olsctl.report.drawing import _budget_saved
 
     summary = {"metrics": {"processors": 100},
                "config": {"power": {"peak_w": 1000.0},

@@ -262,7 +262,7 @@ REPR = re.compile(r"None|True|False|\{'|\['|=")
                                                    "0.2"]),
 ])
 def test_the_summary_table_shows_policy_settings_in_words(policy, words):
-    from olsctl.reporting import policy_rows
+    from olsctl.terminal import policy_rows
 
     rows = policy_rows(build_config({"policy": policy}).policy)
     text = "\n".join(f"{label} {value}" for label, value in rows)
@@ -281,7 +281,7 @@ def _power_summary(**power) -> dict:
 
 
 def _table_text(**sections) -> str:
-    from olsctl.reporting import run_summary_table
+    from olsctl.terminal import run_summary_table
 
     summary = {"trace": "t.swf", "config": build_config({}).as_dict(), "active_procs_at_start": 4,
                "load": {"kept": 3, "records": 3, "dropped": {}},
@@ -319,7 +319,7 @@ def test_the_summary_table_of_rmap_and_parm_shows_the_budget():
 
 
 def test_strict_says_what_it_checked_on_every_kind_of_run():
-    from olsctl.cli import _strict_text
+    from olsctl.commands.run import _strict_text
 
     base = {"strict_checks": 1234}
     plain = _strict_text(base)

@@ -218,13 +218,13 @@ def test_bench_congested_reports_cost_per_tick_on_both_logs(tmp_path, monkeypatc
     # generator at a load of 0.15), under EASY or (olsctl bench --ols --congested --mqbf)
     # configs/mqbf-ols.yaml's policy: both rows count ticks and what-ifs; the
     # congested log misses the SLA at more ticks and runs more what-ifs a tick.
-    import olsctl.config as config_module
+    import olsctl.bench.controller_cost as controller_cost
     from olsctl.bench import bench_congested
-    from olsctl.bench.controller import MQBF_POLICY
+    from olsctl.bench.controller_cost import MQBF_POLICY
 
     ran = []  # each benched run's policy
-    build = config_module.build_config
-    monkeypatch.setattr(config_module, "build_config",
+    build = controller_cost.build_config
+    monkeypatch.setattr(controller_cost, "build_config",
                         lambda raw, **kw: ran.append(raw["policy"]["name"]) or build(raw, **kw))
     quiet = congested_swf(tmp_path / "quiet.swf", replace(SMALL, load=0.15), seed=1)
     busy, calm = bench_congested(str(quiet), SMALL, seed=1,

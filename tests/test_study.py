@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from olsctl.cli import main
-from olsctl.study import (Study, StudyError, _locked, canonical, load_study, run_study,
-                          study_table)
+from olsctl.study import Study, StudyError, canonical, load_study, run_study, study_table
+from olsctl.study.storage import _locked
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from olsctl.cli import main
-from olsctl.reporting import trace_info_view
+from olsctl.terminal import trace_info_view
 from olsctl.traceinfo import trace_info
 from olsctl.workload import BUNDLED, DEFAULT_TRACE, bundled_dir, load_workload, resolve_trace
 

@@ -10,15 +10,14 @@ It also serves as a cross-check: the benchmark verifies all three give the same 
 
 from __future__ import annotations
 
-from olsctl.bench.controller import (EASY_OLS_CONTROLLER, LAWSON_CONTROLLER, OlsRow,
-                                     TickCostRow, bench_congested, bench_feedback_turns,
-                                     bench_ols, bench_ols_turns, tick_cost)
+from olsctl.bench.controller_cost import (EASY_OLS_CONTROLLER, LAWSON_CONTROLLER, OlsRow,
+                                          TickCostRow, bench_congested, bench_feedback_turns,
+                                          bench_ols, bench_ols_turns, tick_cost)
 from olsctl.bench.reference import (BIG_COPIES, BIG_JOBS, bench_whole, make_big_log,
                                     plain_load, plain_run, reference_easy, whole_run)
-from olsctl.bench.simulators import (BenchRow, _interleaved, compile_times,  # noqa: F401 (tests use it)
-                                     bench_workload)
+from olsctl.bench.simulators import BenchRow, bench_workload, compile_times
 
 __all__ = ["BIG_COPIES", "BIG_JOBS", "BenchRow", "EASY_OLS_CONTROLLER", "LAWSON_CONTROLLER",
            "OlsRow", "TickCostRow", "bench_congested", "bench_feedback_turns", "bench_ols",
-           "bench_ols_turns", "bench_whole", "compile_times", "bench_workload", "make_big_log", "plain_load",
-           "plain_run", "reference_easy", "tick_cost", "whole_run"]
+           "bench_ols_turns", "bench_whole", "bench_workload", "compile_times", "make_big_log",
+           "plain_load", "plain_run", "reference_easy", "tick_cost", "whole_run"]

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from olsctl.run_files import table_chunks
+from olsctl.workload import load_workload, resolve_trace
+
 
 def reference_easy(submit: list[float], runtime: list[float], procs: list[int],
                    estimate: list[float], machine: int) -> list[float]:
@@ -170,9 +173,6 @@ def make_big_log(folder: Path, n_jobs: int = BIG_JOBS, copies: int = BIG_COPIES,
     the same jobs at the same times, as if ``copies`` such machines shared one queue.
     Job ``k`` of replica ``c`` gets id ``k x copies + c + 1``. Deterministic: the same
     file every time."""
-    from olsctl.output import table_chunks
-    from olsctl.workload import load_workload, resolve_trace
-
     w = load_workload(resolve_trace(source))
     per_copy = -(-n_jobs // copies)
     base = w.head(per_copy)

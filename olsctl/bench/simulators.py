@@ -16,6 +16,10 @@ import numpy as np
 
 from olsctl.bench.reference import bench_whole, reference_easy
 from olsctl.policies import make_policy
+from olsctl.power.accounting import MachinePower
+from olsctl.power.cap import CapSchedule
+from olsctl.power.profiles import synthetic_profiles
+from olsctl.power.setup import power_setup
 from olsctl.sim import MainSimulator
 from olsctl.whatif import JobTable, empty_snapshot, run_whatif
 from olsctl.workload import Workload
@@ -144,11 +148,6 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
 
 
 def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
-    from olsctl.power.accounting import MachinePower
-    from olsctl.power.cap import CapSchedule
-    from olsctl.power.profiles import synthetic_profiles
-    from olsctl.power.setup import power_setup
-
     m = MachinePower()
     policy = make_policy({"name": "knapsack", "window": 20, "predictor": "history"})
     sim = MainSimulator(w, policy, est)

@@ -2,7 +2,7 @@
 
 A handler takes the parsed arguments and the consoles of output and errors, ``(args,
 out, err)``, and returns the exit code: it calls the modules that do the work and hands
-their results to renderers (:mod:`olsctl.reporting`, rich tables of its own). Known input
+their results to renderers (:mod:`olsctl.terminal`, rich tables of its own). Known input
 errors (:class:`olsctl.errors.OlsctlError`) go up to :func:`olsctl.cli.main`, which
 turns them into one line and :data:`EXIT_INPUT`. The modules that do the work are
 imported inside the handlers, so a command loads only what it needs.

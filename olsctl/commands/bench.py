@@ -45,7 +45,7 @@ def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int
     from rich.table import Table
 
     from olsctl.bench import bench_ols_turns
-    from olsctl.bench.controller import MQBF_POLICY
+    from olsctl.bench.controller_cost import MQBF_POLICY
 
     best = "" if args.repeat == 1 else f", best of {args.repeat} in turns"
     policy, name = (MQBF_POLICY, "MQBF(4)/OLS") if args.mqbf else (None, "EASY/OLS")
@@ -80,7 +80,7 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
     """EASY/OLS's (with ``--mqbf``, MQBF/OLS's) cost per tick on the congested synthetic
     log beside a quiet one."""
     from olsctl.bench import bench_congested
-    from olsctl.bench.controller import MQBF_POLICY
+    from olsctl.bench.controller_cost import MQBF_POLICY
     from olsctl.synth import CongestedSpec
 
     quiet = args.traces[0] if args.traces else "KTH-SP2"
@@ -108,7 +108,8 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
-def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+def cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """``olsctl bench`` (it prints to ``out`` only)."""
     if args.repeat is None:
         args.repeat = 1 if args.ols else 3
     if args.repeat < 1:

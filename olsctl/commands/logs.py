@@ -18,7 +18,7 @@ def cmd_trace_info(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``olsctl trace info``: a log's summary, as tables or JSON."""
     import json
 
-    from olsctl.reporting import trace_info_view
+    from olsctl.terminal import trace_info_view
     from olsctl.traceinfo import trace_info
     from olsctl.workload import load_workload
 
@@ -35,7 +35,7 @@ def cmd_trace_info(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         out.print(trace_info_view(info))
         if args.power:
-            from olsctl.reporting import power_info_view
+            from olsctl.terminal import power_info_view
 
             out.print(power_info_view(info["power"]))
     return EXIT_OK

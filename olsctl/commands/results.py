@@ -15,15 +15,15 @@ from olsctl.commands import EXIT_OK
 from olsctl.workload import resolve_trace
 
 if TYPE_CHECKING:
-    from olsctl.predict import PredictorErrors
+    from olsctl.power.evaluate import PredictorErrors
 
 
 def cmd_predict(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """``olsctl predict``: the predictors' errors on a log (:mod:`olsctl.predict`), as a
+    """``olsctl predict``: the predictors' errors on a log (:mod:`olsctl.power.evaluate`), as a
     table or JSON, and with ``--out`` as predict.json."""
     import json
 
-    from olsctl.predict import predictor_errors
+    from olsctl.power.evaluate import predictor_errors
     from olsctl.workload import load_workload
 
     w = load_workload(resolve_trace(args.trace, Path.cwd()))

@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         live = live_run(config, out, args.live, args.feed, args.pace)
     progress = None
     if not args.quiet and err.is_terminal and not args.live:
-        from olsctl.reporting import job_progress
+        from olsctl.terminal import job_progress
         progress = job_progress(err)
     t0 = time.perf_counter()
     try:
@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         live.close()
     wall = time.perf_counter() - t0
     if not args.quiet:
-        from olsctl.reporting import run_summary_table
+        from olsctl.terminal import run_summary_table
         out.print(run_summary_table(result.summary))
         out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
                   f"in {wall:.1f} s", highlight=False, markup=False, soft_wrap=True)
@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _strict_text(summary: dict) -> str:
     """What ``--strict`` checked in a run that passed, and what it did not (a cap that
     only a power limit holds, a policy's own power budget)."""
-    from olsctl.reporting import _pct, capped
+    from olsctl.terminal import _pct, capped
 
     parts = [f"strict: {summary['strict_checks']:,} starts checked (each job started once, "
              f"waiting and submitted, within the active processors; every finish running)"]

@@ -11,8 +11,14 @@ from typing import Any
 
 from olsctl import backends
 from olsctl.config.defaults import CONTROLLER_KEYS, POWER_KEYS
+from olsctl.controller.trials import COSTS, SLA_METRICS
+from olsctl.controller.search import KNOWN_COSTS, STRATEGIES
+from olsctl.controller.settings import ARRIVAL_MODELS
 from olsctl.errors import ConfigError
+from olsctl.feedback import FULL_ABOVE, RELAX_BELOW
 from olsctl.policies import REGISTRY, policy_error
+from olsctl.power.cap import parse_cap
+from olsctl.power.limit import LIMITS, SHARES
 
 
 def _check_policy(src: str, spec: Any) -> dict:
@@ -58,8 +64,6 @@ def _check_policy(src: str, spec: Any) -> dict:
 
 
 def _check_power(src: str, spec: dict) -> dict:
-    from olsctl.power.cap import parse_cap
-
     out = {}
     for key, value in spec.items():
         if key not in POWER_KEYS:
@@ -71,15 +75,15 @@ def _check_power(src: str, spec: dict) -> dict:
         if kind is float:
             value = float(value)
             if value < 0 or (key in ("peak_w", "sample_s") and value == 0):
-                raise ConfigError(f"{src}: power.{key}: must be {'> 0' if key in ('peak_w', 'sample_s') else '>= 0'} (got {value:g})")
+                bound = "> 0" if key in ("peak_w", "sample_s") else ">= 0"
+                raise ConfigError(f"{src}: power.{key}: must be {bound} (got {value:g})")
         out[key] = value
     if out["procs_per_node"] < 1:
-        raise ConfigError(f"{src}: power.procs_per_node: must be >= 1 (got {out['procs_per_node']})")
+        raise ConfigError(f"{src}: power.procs_per_node: must be >= 1 "
+                          f"(got {out['procs_per_node']})")
     if out["idle_w"] > out["peak_w"]:
         raise ConfigError(f"{src}: power.idle_w: must not exceed peak_w ({out['peak_w']:g})")
     parse_cap(out["cap"], 1.0, f"{src}: power.cap")  # structure and order; watts later
-    from olsctl.power.limit import LIMITS, SHARES
-
     for key, known in (("limit", LIMITS), ("share", SHARES)):
         if out[key] not in known:
             raise ConfigError(f"{src}: power.{key}: must be one of {', '.join(known)} "
@@ -90,8 +94,6 @@ def _check_power(src: str, spec: dict) -> dict:
 
 
 def _check_controller(src: str, spec: dict) -> dict:
-    from olsctl.controller import ARRIVAL_MODELS, COSTS, KNOWN_COSTS, SEARCHES
-
     where = f"{src}: controller"
     for key in spec:
         if key not in CONTROLLER_KEYS:
@@ -115,32 +117,8 @@ def _check_controller(src: str, spec: dict) -> dict:
     given = {k: (float(v) if k == "max" else v) for k, v in sla.items() if k in ("metric", "max")}
     out["sla"] = {**given,
                   "feedback": _check_feedback(f"{where}.sla.feedback", sla.get("feedback", False))}
-    cost = out["cost"]
-    if isinstance(cost, str):
-        if cost not in COSTS and not cost.startswith("policy."):
-            raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
-                              f"{{weights: ...}} (got {cost!r})")
-    elif isinstance(cost, dict) and set(cost) == {"weights"} and isinstance(cost["weights"], dict) \
-            and cost["weights"]:
-        for name, w in cost["weights"].items():
-            if name not in COSTS and not str(name).startswith("policy."):
-                raise ConfigError(f"{where}.cost.weights.{name}: must be one of {', '.join(COSTS)}")
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-                raise ConfigError(f"{where}.cost.weights.{name}: must be a number >= 0 (got {w!r})")
-    else:
-        raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
-                          f"{{weights: {{name: weight, ...}}}} (got {cost!r})")
-    for key, choices in (("search", SEARCHES), ("arrivals", ARRIVAL_MODELS)):
-        if out[key] not in choices:
-            raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)} "
-                              f"(got {out[key]!r})")
-    if out["search"] == "cheapest-first":
-        names = [cost] if isinstance(cost, str) else list(cost["weights"])
-        late = [n for n in names if n not in KNOWN_COSTS and not str(n).startswith("policy.")]
-        if late:
-            raise ConfigError(f"{where}.search: cheapest-first ranks candidates before their "
-                              f"what-ifs run, so the cost must be known then ("
-                              f"{', '.join(KNOWN_COSTS)}, policy.<setting>); {late[0]} is not")
+    _check_cost(where, out["cost"])
+    _check_search(where, out)
     horizon = out["horizon"]
     if horizon != "drain" and (isinstance(horizon, bool) or not isinstance(horizon, (int, float))
                                or horizon <= 0):
@@ -164,10 +142,43 @@ def _check_controller(src: str, spec: dict) -> dict:
     return out
 
 
+def _check_cost(where: str, cost: Any) -> None:
+    """``controller.cost``: a cost's name, or ``{weights: {name: weight >= 0, ...}}``."""
+    if isinstance(cost, str):
+        if cost not in COSTS and not cost.startswith("policy."):
+            raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
+                              f"{{weights: ...}} (got {cost!r})")
+    elif isinstance(cost, dict) and set(cost) == {"weights"} and isinstance(cost["weights"], dict) \
+            and cost["weights"]:
+        for name, w in cost["weights"].items():
+            if name not in COSTS and not str(name).startswith("policy."):
+                raise ConfigError(f"{where}.cost.weights.{name}: must be one of {', '.join(COSTS)}")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                raise ConfigError(f"{where}.cost.weights.{name}: must be a number >= 0 (got {w!r})")
+    else:
+        raise ConfigError(f"{where}.cost: must be one of {', '.join(COSTS)} or "
+                          f"{{weights: {{name: weight, ...}}}} (got {cost!r})")
+
+
+def _check_search(where: str, out: dict) -> None:
+    """``controller.search`` and ``arrivals`` among the known names, and a cost that
+    ``cheapest-first`` can rank candidates by before their what-ifs run."""
+    for key, choices in (("search", tuple(STRATEGIES)), ("arrivals", ARRIVAL_MODELS)):
+        if out[key] not in choices:
+            raise ConfigError(f"{where}.{key}: must be one of {', '.join(choices)} "
+                              f"(got {out[key]!r})")
+    if out["search"] == "cheapest-first":
+        cost = out["cost"]
+        names = [cost] if isinstance(cost, str) else list(cost["weights"])
+        late = [n for n in names if n not in KNOWN_COSTS and not str(n).startswith("policy.")]
+        if late:
+            raise ConfigError(f"{where}.search: cheapest-first ranks candidates before their "
+                              f"what-ifs run, so the cost must be known then ("
+                              f"{', '.join(KNOWN_COSTS)}, policy.<setting>); {late[0]} is not")
+
+
 def _check_sla_limit(where: str, sla: dict) -> tuple[str, float]:
     """An SLA's metric and limit, checked (defaults: mean_bsld, 200)."""
-    from olsctl.controller import SLA_METRICS
-
     metric, limit = sla.get("metric", "mean_bsld"), sla.get("max", 200.0)
     if metric not in SLA_METRICS:
         raise ConfigError(f"{where}.metric: must be one of {', '.join(SLA_METRICS)} "
@@ -201,8 +212,6 @@ def _check_run_sla(src: str, sla: dict) -> dict:
 
 def _check_feedback(where: str, spec: Any) -> dict | None:
     """``controller.sla.feedback``: false (None), true (the defaults) or a mapping."""
-    from olsctl.feedback import FULL_ABOVE, RELAX_BELOW
-
     if spec is False or spec is None:
         return None
     if spec is True:
@@ -235,7 +244,8 @@ def _check_candidates(where: str, cands: dict) -> dict:
                           f"({', '.join(known)}); leave candidates out for the default")
     for key in cands:
         if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown candidate setting (known: {', '.join(known)})")
+            raise ConfigError(f"{where}.{key}: unknown candidate setting "
+                              f"(known: {', '.join(known)})")
     out: dict[str, Any] = {}
     ap = cands.get("active_procs", {"fraction": [1.0]})
     if not isinstance(ap, dict) or len(ap) != 1 or next(iter(ap)) not in ("fraction", "procs"):

@@ -1,25 +1,22 @@
 """The checks across sections and against the loaded workload, made once every key is
 in and before anything runs (a setting under which some job could never start is refused
-as infeasible), and what the controller's checked settings stand for.
+as infeasible).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from olsctl.config.defaults import RunConfig
-from olsctl.errors import ConfigError
-from olsctl.policies import REGISTRY
+from olsctl.controller.settings import active_counts, cost_weights
+from olsctl.errors import ConfigError, InfeasibleConfig
+from olsctl.policies import REGISTRY, make_policy
 
 
 def check_run(config: RunConfig, workload, estimates) -> None:
     """The checks across sections (policy, power, controller) and against the loaded
     workload, made once every key is in and before anything runs; raises
     :class:`ConfigError` naming the key. ``estimates`` are the ones the policy will see."""
-    from olsctl.policies import make_policy
-
     src, policy = config.source, config.policy
     entry = REGISTRY[policy["name"]]
     if config.power is None and entry.needs == "power":
@@ -37,8 +34,6 @@ def check_run(config: RunConfig, workload, estimates) -> None:
                                              estimates.tolist(),
                                              machine if active is None else active)
     if problem is not None:  # a valid setting under which some job could never run
-        from olsctl.errors import InfeasibleConfig
-
         raise InfeasibleConfig(f"{src}: policy.{problem}")
     if config.controller is not None:
         _check_controller_run(config, workload, entry)
@@ -47,8 +42,6 @@ def check_run(config: RunConfig, workload, estimates) -> None:
 def _check_controller_run(config: RunConfig, workload, entry) -> None:
     """The controller's candidates and cost against the policy, the power section and the
     workload (a candidate set under which some job could never start is refused)."""
-    from olsctl.policies import make_policy
-
     src, policy = f"{config.source}: controller", config.policy
     cands = config.controller["candidates"]
     if "power_cap" in cands and config.power is None:
@@ -79,25 +72,9 @@ def _check_controller_run(config: RunConfig, workload, entry) -> None:
         counts = active_counts(cands["active_procs"], workload.machine_procs)
         wide = np.flatnonzero(workload.procs > counts[-1])
         if wide.size:
-            from olsctl.errors import InfeasibleConfig
-
             i = int(wide[0])
             raise InfeasibleConfig(f"{src}.candidates.active_procs: job "
                                    f"{int(workload.job_id[i])} needs {int(workload.procs[i])} "
                                    f"processors but the largest candidate has {counts[-1]}, "
                                    f"so it could never start ({wide.size} such job(s))")
 
-
-def cost_weights(cost: Any) -> dict[str, float]:
-    """A controller ``cost`` (a name, or ``{weights: {name: w}}``) as weights by name."""
-    if isinstance(cost, str):
-        return {cost: 1.0}
-    return {k: float(v) for k, v in cost["weights"].items()}
-
-
-def active_counts(spec: dict, total_procs: int) -> list[int]:
-    """The active-processor counts of ``candidates.active_procs``, ascending: the listed
-    counts (within 1 .. the machine), or the fractions of the machine rounded (at least 1)."""
-    if "procs" in spec:
-        return sorted({min(max(1, int(p)), total_procs) for p in spec["procs"]})
-    return sorted({max(1, int(round(f * total_procs))) for f in spec.get("fraction", ())})

@@ -26,7 +26,7 @@ The parts, one module each:
 - :mod:`.search`: the search strategies, registered by name, and the choice among trials;
 - :mod:`.dispatch`: the dispatcher that runs what-ifs in this process or over the pool,
   and the timing that decides which;
-- :mod:`.settings`: the validated ``controller:`` settings and the names they accept;
+- :mod:`.settings`: the validated ``controller:`` settings and what they stand for;
 - :mod:`.tick`: the :class:`Controller` a run schedules (snapshot, limit, search, choose,
   apply, log).
 
@@ -39,10 +39,10 @@ from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.trials import COSTS, INF, SLA_METRICS, Candidate, Trial, WhatIfTask, known_costs, percentile, weighted_cost
 from olsctl.controller.scoring import WhatIfRun, what_if, what_if_batch
 from olsctl.controller.search import KNOWN_COSTS, STRATEGIES, SearchContext, choose
-from olsctl.controller.settings import ARRIVAL_MODELS, SEARCHES, ControllerSettings
+from olsctl.controller.settings import ARRIVAL_MODELS, ControllerSettings
 from olsctl.controller.tick import Controller
 
-__all__ = ["ARRIVAL_MODELS", "COSTS", "INF", "KNOWN_COSTS", "SEARCHES", "SLA_METRICS",
+__all__ = ["ARRIVAL_MODELS", "COSTS", "INF", "KNOWN_COSTS", "SLA_METRICS",
            "STRATEGIES", "Candidate", "Controller", "ControllerSettings", "Dispatcher",
            "SearchContext", "Trial", "WhatIfRun", "WhatIfTask", "choose", "known_costs",
            "percentile", "weighted_cost", "what_if", "what_if_batch"]

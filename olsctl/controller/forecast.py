@@ -5,14 +5,23 @@ costs and to tell a cap that could not be kept).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from olsctl.controller.trials import WhatIfTask
     from olsctl.state import SimState, Snapshot
 
 
-def power_forecast(snap: "Snapshot", state: "SimState", task: "WhatIfTask",
+class ForecastSpan(Protocol):
+    """What a forecast needs of a what-if's task
+    (:class:`olsctl.controller.scoring.WhatIfTask` is one)."""
+
+    #: how far ahead the forecast looks, s
+    power_s: float
+    #: energy to wake one sleeping processor, J
+    wake_energy_j: float
+
+
+def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
                    active: int) -> tuple[float, float, float]:
     """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
     the what-if: for energy and mean power every job at its profile's mean power, for

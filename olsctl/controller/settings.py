@@ -1,24 +1,39 @@
-"""The controller's validated settings, and the names its config keys accept.
+"""The controller's validated settings and what they stand for.
 
 Here belong :class:`ControllerSettings` (the ``controller:`` section once
-:mod:`olsctl.config` has checked it) with the candidates it spans, and the tuples of
-accepted names: :data:`ARRIVAL_MODELS`, and :data:`SEARCHES`, which are the names of the
-search registry (:data:`olsctl.controller.search.STRATEGIES`).
+:mod:`olsctl.config` has checked it) with the candidates it spans, what the checked
+``candidates.active_procs`` and ``cost`` keys mean (:func:`active_counts`,
+:func:`cost_weights`), and the arrival models ``controller.arrivals`` accepts
+(:data:`ARRIVAL_MODELS`). The search names it accepts are the search registry's
+(:data:`olsctl.controller.search.STRATEGIES`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
+from typing import Any
 
 from olsctl.controller.trials import Candidate
-from olsctl.controller.search import STRATEGIES
 
 #: what a what-if knows of jobs to come: none (Lawson & Smirni), the last interval's
 #: arrivals replayed, or the real ones (an oracle)
 ARRIVAL_MODELS = ("none", "recent", "oracle")
-#: the search strategies ``controller.search`` accepts (the registry's names, in order)
-SEARCHES = tuple(STRATEGIES)
+
+
+def cost_weights(cost: Any) -> dict[str, float]:
+    """A controller ``cost`` (a name, or ``{weights: {name: w}}``) as weights by name."""
+    if isinstance(cost, str):
+        return {cost: 1.0}
+    return {k: float(v) for k, v in cost["weights"].items()}
+
+
+def active_counts(spec: dict, total_procs: int) -> list[int]:
+    """The active-processor counts of ``candidates.active_procs``, ascending: the listed
+    counts (within 1 .. the machine), or the fractions of the machine rounded (at least 1)."""
+    if "procs" in spec:
+        return sorted({min(max(1, int(p)), total_procs) for p in spec["procs"]})
+    return sorted({max(1, int(round(f * total_procs))) for f in spec.get("fraction", ())})
 
 
 @dataclass(frozen=True)
@@ -51,8 +66,6 @@ class ControllerSettings:
     def active_counts(self, total_procs: int) -> list[int]:
         """Active-processor counts to try, ascending: the listed counts, or the fractions
         of the machine rounded (at least 1)."""
-        from olsctl.config import active_counts
-
         spec = {"procs": self.procs} if self.procs is not None else {"fraction": self.fractions}
         return active_counts(spec, total_procs)
 

@@ -274,37 +274,6 @@ class Controller:
         self._current = c
         self._last_change_s = sim.env.now
 
-    # -- kept for callers (and tests) of the dispatcher's state through the controller ----
-    @property
-    def _per_whatif_s(self) -> float | None:
-        return self.dispatcher.per_whatif_s
-
-    @_per_whatif_s.setter
-    def _per_whatif_s(self, value: float | None) -> None:
-        self.dispatcher.per_whatif_s = value
-
-    @property
-    def _hop_s(self) -> float | None:
-        return self.dispatcher.hop_s
-
-    @_hop_s.setter
-    def _hop_s(self, value: float | None) -> None:
-        self.dispatcher.hop_s = value
-
-    @property
-    def _after_miss(self) -> bool:
-        return self.dispatcher.after_miss
-
-    @_after_miss.setter
-    def _after_miss(self, value: bool) -> None:
-        self.dispatcher.after_miss = value
-
-    def _pool_pays(self, task: WhatIfTask | None, count: int, workers: int) -> bool:
-        return self.dispatcher.pool_pays(task, count, workers)
-
-    def _use_pool(self, count: int, workers: int) -> bool:
-        return self.dispatcher.use_pool(count, workers)
-
     # -- outputs --------------------------------------------------------------------------
     def jsonl(self) -> str:
         # (the log holds no cycles: json.dumps's check for them costs a tenth of the time)

@@ -43,15 +43,10 @@ def _checked(path: Path, numbered: list[tuple[int, dict]]) -> list[dict]:
     return [rec for _line, rec in numbered]
 
 
-def monitor(run_dir: Path, view: View, replay: bool = False, speed: float = 20.0,
-            clock: Callable[[], float] = time.monotonic,
-            sleep: Callable[[float], None] = time.sleep, poll_s: float = POLL_S) -> dict:
-    """Show the run writing ``run_dir/live.jsonl``: replayed at ``speed`` samples per
-    second when it has finished (or with ``replay``), then followed until it ends (its
-    end record, or a ``summary.json`` newer than the feed). Returns the end record
-    (``status`` finished, failed or interrupted)."""
-    if not (math.isfinite(speed) and speed > 0):
-        raise ConfigError(f"command line: --speed: must be a number > 0 (got {speed:g})")
+def _open_feed(run_dir: Path, sleep: Callable[[float], None],
+               poll_s: float) -> tuple[Path, FeedReader, list[dict]]:
+    """The feed of ``run_dir`` (its path, its reader and its checked records so far,
+    the start record first), waited for while the run has only just created it."""
     if not run_dir.is_dir():
         raise FeedError(f"{run_dir}: no such directory")
     path = run_dir / FEED_NAME
@@ -67,7 +62,43 @@ def monitor(run_dir: Path, view: View, replay: bool = False, speed: float = 20.0
         numbered = reader.poll_numbered()
     if numbered[0][1].get("kind") != "start":
         raise FeedError(f"{path}: not an olsctl feed (its first line is no start record)")
-    pending = _checked(path, numbered)
+    return path, reader, _checked(path, numbered)
+
+
+def _follow(run_dir: Path, path: Path, reader: FeedReader, dash: Dashboard, view: View,
+            sleep: Callable[[float], None], poll_s: float) -> dict | None:
+    """Follow the feed of a run still going until it ends (its end record, returned, or
+    a ``summary.json`` newer than the feed: None), showing each new sample."""
+    end = None
+    finished = False
+    while end is None and not finished:
+        sleep(poll_s)
+        records = _checked(path, reader.poll_numbered())
+        if reader.reset:  # a new run replaced the feed
+            head = records.pop(0) if records and records[0].get("kind") == "start" else None
+            if head is not None:
+                dash.header, dash.samples = head, deque(maxlen=dash.samples.maxlen)
+        for r in records:
+            if r.get("kind") == "sample":
+                dash.add(r)
+            elif r.get("kind") == "end":
+                end = r
+        if records:
+            view.update(dash, end is not None)
+        finished = end is not None or _summary_is_newer(run_dir, path)
+    return end
+
+
+def monitor(run_dir: Path, view: View, replay: bool = False, speed: float = 20.0,
+            clock: Callable[[], float] = time.monotonic,
+            sleep: Callable[[float], None] = time.sleep, poll_s: float = POLL_S) -> dict:
+    """Show the run writing ``run_dir/live.jsonl``: replayed at ``speed`` samples per
+    second when it has finished (or with ``replay``), then followed until it ends (its
+    end record, or a ``summary.json`` newer than the feed). Returns the end record
+    (``status`` finished, failed or interrupted)."""
+    if not (math.isfinite(speed) and speed > 0):
+        raise ConfigError(f"command line: --speed: must be a number > 0 (got {speed:g})")
+    path, reader, pending = _open_feed(run_dir, sleep, poll_s)
     dash = Dashboard(pending.pop(0))
     end = next((r for r in pending if r.get("kind") == "end"), None)
     finished = end is not None or _summary_is_newer(run_dir, path)
@@ -86,21 +117,8 @@ def monitor(run_dir: Path, view: View, replay: bool = False, speed: float = 20.0
             for s in samples:
                 dash.add(s)
             view.update(dash, True)
-        while end is None and not finished:
-            sleep(poll_s)
-            records = _checked(path, reader.poll_numbered())
-            if reader.reset:  # a new run replaced the feed
-                head = records.pop(0) if records and records[0].get("kind") == "start" else None
-                if head is not None:
-                    dash.header, dash.samples = head, deque(maxlen=dash.samples.maxlen)
-            for r in records:
-                if r.get("kind") == "sample":
-                    dash.add(r)
-                elif r.get("kind") == "end":
-                    end = r
-            if records:
-                view.update(dash, end is not None)
-            finished = end is not None or _summary_is_newer(run_dir, path)
+        if end is None and not finished:
+            end = _follow(run_dir, path, reader, dash, view, sleep, poll_s)
         view.update(dash, True)
     finally:
         view.stop()

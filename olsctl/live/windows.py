@@ -28,6 +28,9 @@ from bisect import bisect_left
 
 from olsctl.errors import OlsctlError
 from olsctl.metrics import WEEK_S, SlaSpec, job_bsld
+from olsctl.slurm import SacctReader, is_sacct
+from olsctl.swf import SwfReader
+from olsctl.workload import resolve_trace
 
 
 class SlaWindows:
@@ -115,10 +118,6 @@ def trace_calendar(config) -> tuple[int | None, int | None]:
     """``UnixStartTime`` and ``TimeZone`` from the header of the trace of ``config`` (a
     :class:`olsctl.config.RunConfig`): what places its calendar weeks. (None, None) when the
     trace cannot be read (the run itself then says why)."""
-    from olsctl.slurm import SacctReader, is_sacct
-    from olsctl.swf import SwfReader
-    from olsctl.workload import resolve_trace
-
     try:
         path = resolve_trace(config.trace, config.base_dir)
         reader = (SacctReader if is_sacct(path) else SwfReader)(path, skip_bad_lines=True)

@@ -72,72 +72,11 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
     total = records.total_procs
     if not records.jobs:
         raise ValueError("no job ran: there is no power timeline to build")
-    t_ev: list[np.ndarray] = []
-    p_ev: list[np.ndarray] = []   # busy power deltas
-    b_ev: list[np.ndarray] = []   # busy processor deltas
-    end_ev: list[np.ndarray] = []  # processors released (for wakes at the same instant)
-    jobs = records.jobs
-    if jobs and job_log is not None:
-        start = np.array([r.start_s for r in jobs])
-        end = np.array([r.end_s for r in jobs])
-        procs = np.array([r.procs for r in jobs], dtype=float)
-        log_t = np.asarray(job_log[0], dtype=float)
-        t_ev += [start, end, log_t]
-        p_ev += [np.zeros(start.size), np.zeros(end.size), np.asarray(job_log[1], dtype=float)]
-        b_ev += [procs, -procs, np.zeros(log_t.size)]
-        end_ev += [np.zeros(start.size), procs, np.zeros(log_t.size)]
-    elif jobs:
-        start = np.array([r.start_s for r in jobs])
-        end = np.array([r.end_s for r in jobs])
-        run = np.array([r.runtime_s for r in jobs])
-        procs = np.array([r.procs for r in jobs], dtype=float)
-        rows = np.array([index_of[r.job_id] for r in jobs])
-        a, b = profiles.offset[rows], profiles.offset[rows + 1]
-        counts = b - a
-        flat = np.concatenate([np.arange(x, y) for x, y in zip(a.tolist(), b.tolist())])
-        owner = np.repeat(np.arange(len(jobs)), counts)
-        frac = profiles.fraction[flat]
-        level = profiles.power_w[flat]
-        # phase k starts at start + runtime x (sum of the fractions before it)
-        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        # within-job sums of the fractions before each phase (exactly 0 for the first)
-        cf = np.cumsum(frac)
-        cum = (cf - frac) - np.repeat((cf - frac)[first], counts)
-        phase_t = start[owner] + run[owner] * cum
-        prev = np.concatenate(([0.0], level[:-1]))
-        prev[first] = 0.0
-        t_ev += [phase_t, end]
-        p_ev += [procs[owner] * (level - prev), -procs * level[np.cumsum(counts) - 1]]
-        b_ev += [np.where(np.isin(np.arange(flat.size), first), procs[owner], 0.0),
-                 -procs]
-        end_ev += [np.zeros(flat.size), procs]
-    s = records.samples
-    st = np.asarray(s.time_s, dtype=float)
-    act = np.asarray(s.active_procs, dtype=float)
-    change = np.concatenate(([True], act[1:] != act[:-1])) if st.size else np.zeros(0, bool)
-    act_t, act_v = st[change], act[change]
-    act_d = np.diff(np.concatenate(([float(total)], act_v)))
-    t0 = float(min(st[0] if st.size else np.inf, *(x.min() for x in t_ev if x.size)))
-    t_end = float(max(x.max() for x in t_ev if x.size)) if jobs else t0
-    keep = act_t < t_end  # the run ends with its last job; later changes do not count
-    act_t, act_d = act_t[keep], act_d[keep]
-    cap_t = np.array([t for t in cap.times_s if t0 < t < t_end])
-
-    times = np.concatenate(t_ev + [act_t, cap_t, [t0, t_end]])
-    d_pow = np.concatenate(p_ev + [np.zeros(act_t.size + cap_t.size + 2)])
-    d_busy = np.concatenate(b_ev + [np.zeros(act_t.size + cap_t.size + 2)])
-    d_act = np.concatenate([np.zeros(sum(x.size for x in t_ev)), act_d,
-                            np.zeros(cap_t.size + 2)])
-    d_end = np.concatenate(end_ev + [np.zeros(act_t.size + cap_t.size + 2)])
-    order = np.argsort(times, kind="stable")
-    times, d_pow, d_busy, d_act, d_end = (x[order] for x in (times, d_pow, d_busy, d_act, d_end))
-    last = np.concatenate((times[1:] != times[:-1], [True]))
-    seg_t = times[last]
-    busy_pow = np.cumsum(d_pow)[last]
-    busy = np.round(np.cumsum(d_busy)[last])
-    active = float(total) + np.cumsum(d_act)[last]
-    # processors released at each instant, to know how many sleepers a raise wakes
-    released = np.add.reduceat(d_end, np.flatnonzero(np.concatenate(([True], last[:-1]))))
+    if job_log is not None:
+        events = _logged_job_events(records.jobs, job_log)
+    else:
+        events = _profile_job_events(records.jobs, profiles, index_of)
+    seg_t, busy_pow, busy, active, released, t0, t_end = _steps(records, cap, *events)
     busy_before = np.concatenate(([0.0], busy[:-1]))
     active_before = np.concatenate(([float(total)], active[:-1]))
     raised = active > active_before
@@ -169,6 +108,89 @@ def timeline(records: RunRecords, profiles: PowerProfiles, index_of: dict[int, i
     if machine.wake_latency_s <= 0:
         energy += wake_j
     return PowerTimeline(seg_times, power, caps, energy, job_j, idle_j, sleep_j, wake_j, wakes)
+
+
+#: a run's job events: (times, busy power deltas (W), busy processor deltas, processors
+#: released), each a list of arrays of the same sizes
+JobEvents = tuple[list, list, list, list]
+
+
+def _logged_job_events(jobs: list, job_log: tuple) -> JobEvents:
+    """The jobs' events with their power as the simulator logged it (changes of the
+    jobs' total power) instead of their profiles."""
+    start = np.array([r.start_s for r in jobs])
+    end = np.array([r.end_s for r in jobs])
+    procs = np.array([r.procs for r in jobs], dtype=float)
+    log_t = np.asarray(job_log[0], dtype=float)
+    return ([start, end, log_t],
+            [np.zeros(start.size), np.zeros(end.size), np.asarray(job_log[1], dtype=float)],
+            [procs, -procs, np.zeros(log_t.size)],
+            [np.zeros(start.size), procs, np.zeros(log_t.size)])
+
+
+def _profile_job_events(jobs: list, profiles: PowerProfiles,
+                        index_of: dict[int, int]) -> JobEvents:
+    """The jobs' events from their power profiles: each phase's start changes the
+    job's power (the first also takes its processors), its end gives both back."""
+    start = np.array([r.start_s for r in jobs])
+    end = np.array([r.end_s for r in jobs])
+    run = np.array([r.runtime_s for r in jobs])
+    procs = np.array([r.procs for r in jobs], dtype=float)
+    rows = np.array([index_of[r.job_id] for r in jobs])
+    a, b = profiles.offset[rows], profiles.offset[rows + 1]
+    counts = b - a
+    flat = np.concatenate([np.arange(x, y) for x, y in zip(a.tolist(), b.tolist())])
+    owner = np.repeat(np.arange(len(jobs)), counts)
+    frac = profiles.fraction[flat]
+    level = profiles.power_w[flat]
+    # phase k starts at start + runtime x (sum of the fractions before it)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    # within-job sums of the fractions before each phase (exactly 0 for the first)
+    cf = np.cumsum(frac)
+    cum = (cf - frac) - np.repeat((cf - frac)[first], counts)
+    phase_t = start[owner] + run[owner] * cum
+    prev = np.concatenate(([0.0], level[:-1]))
+    prev[first] = 0.0
+    return ([phase_t, end],
+            [procs[owner] * (level - prev), -procs * level[np.cumsum(counts) - 1]],
+            [np.where(np.isin(np.arange(flat.size), first), procs[owner], 0.0), -procs],
+            [np.zeros(flat.size), procs])
+
+
+def _steps(records: RunRecords, cap: CapSchedule, t_ev: list, p_ev: list, b_ev: list,
+           end_ev: list) -> tuple:
+    """The instants at which the machine changes (job events, active-count changes, cap
+    changes) from the first to the last, with the busy power (W), busy and active
+    processors from each, the processors released at each, and the first and last
+    instants (t0, t_end)."""
+    total = records.total_procs
+    s = records.samples
+    st = np.asarray(s.time_s, dtype=float)
+    act = np.asarray(s.active_procs, dtype=float)
+    change = np.concatenate(([True], act[1:] != act[:-1])) if st.size else np.zeros(0, bool)
+    act_t, act_v = st[change], act[change]
+    act_d = np.diff(np.concatenate(([float(total)], act_v)))
+    t0 = float(min(st[0] if st.size else np.inf, *(x.min() for x in t_ev if x.size)))
+    t_end = float(max(x.max() for x in t_ev if x.size))
+    keep = act_t < t_end  # the run ends with its last job; later changes do not count
+    act_t, act_d = act_t[keep], act_d[keep]
+    cap_t = np.array([t for t in cap.times_s if t0 < t < t_end])
+
+    times = np.concatenate(t_ev + [act_t, cap_t, [t0, t_end]])
+    d_pow = np.concatenate(p_ev + [np.zeros(act_t.size + cap_t.size + 2)])
+    d_busy = np.concatenate(b_ev + [np.zeros(act_t.size + cap_t.size + 2)])
+    d_act = np.concatenate([np.zeros(sum(x.size for x in t_ev)), act_d,
+                            np.zeros(cap_t.size + 2)])
+    d_end = np.concatenate(end_ev + [np.zeros(act_t.size + cap_t.size + 2)])
+    order = np.argsort(times, kind="stable")
+    times, d_pow, d_busy, d_act, d_end = (x[order] for x in (times, d_pow, d_busy, d_act, d_end))
+    last = np.concatenate((times[1:] != times[:-1], [True]))
+    busy_pow = np.cumsum(d_pow)[last]
+    busy = np.round(np.cumsum(d_busy)[last])
+    active = float(total) + np.cumsum(d_act)[last]
+    # processors released at each instant, to know how many sleepers a raise wakes
+    released = np.add.reduceat(d_end, np.flatnonzero(np.concatenate(([True], last[:-1]))))
+    return times[last], busy_pow, busy, active, released, t0, t_end
 
 
 def _add_bumps(seg_t, power, starts, bump_w, latency, t_end):

@@ -1,10 +1,16 @@
 """How well predictors foresee job power: ``olsctl predict``.
 
-Replays a run's records in time order: when a job starts, every predictor predicts its
-mean power per processor from what it knows then (history predictors: the jobs that have
-finished; the learner: the power readings taken so far, of running and finished jobs);
-when a job ends, its true profile becomes known. Errors are absolute, in W per
-processor, grouped by the week in which jobs start.
+:func:`predictor_errors` replays a log under EASY (exact estimates, every processor
+active, no cap), gives its jobs seeded synthetic power profiles, and measures every
+predictor of :func:`default_predictors` on them. The report holds the mean absolute error
+(W per processor) of each predictor over all jobs, over the jobs the learner predicts from
+a learned profile, and per week of job start.
+
+:func:`prediction_errors` replays a run's records in time order: when a job starts,
+every predictor predicts its mean power per processor from what it knows then (history
+predictors: the jobs that have finished; the learner: the power readings taken so far, of
+running and finished jobs); when a job ends, its true profile becomes known. Errors are
+absolute, in W per processor, grouped by the week in which jobs start.
 """
 
 from __future__ import annotations
@@ -15,10 +21,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from olsctl.metrics import WEEK_S
+from olsctl.policies import make_policy
+from olsctl.power.accounting import MachinePower
 from olsctl.power.cap import CapSchedule
 from olsctl.power.predict import make_predictor
+from olsctl.power.profiles import ProfileSettings, synthetic_profiles
 from olsctl.power.runtime import PowerState
+from olsctl.power.setup import power_setup
 from olsctl.records import RunRecords
+from olsctl.sim import MainSimulator
+from olsctl.workload import Workload
 
 
 @dataclass
@@ -102,3 +114,44 @@ def default_predictors() -> dict[str, object]:
             "history": make_predictor({"name": "history", "window": 10, "alpha": 1.0}),
             "history-aged": make_predictor({"name": "history", "window": 20, "alpha": 0.8}),
             "learner": make_predictor("learner")}
+
+
+@dataclass(frozen=True)
+class PredictorErrors:
+    """The errors of the predictors on one log (W per processor)."""
+
+    trace: str
+    seed: int
+    #: the predictors' names, in the report's order
+    predictors: tuple[str, ...]
+    overall_mae_w: dict[str, float]
+    #: over the jobs the learner predicts from a learned job or project profile
+    learned_jobs_mae_w: dict[str, float]
+    #: per week of job start: week, jobs, learned_share and each predictor's error
+    weekly: list[dict]
+    #: jobs replayed, and the share of them the learner predicts from a learned profile
+    jobs: int
+    learned_share: float
+
+    def report(self) -> dict:
+        """The report as ``olsctl predict --json`` prints it and ``predict.json`` holds
+        it (:func:`olsctl.report.write_predict`)."""
+        return {"trace": self.trace, "seed": self.seed, "overall_mae_w": self.overall_mae_w,
+                "learned_jobs_mae_w": self.learned_jobs_mae_w, "weekly": self.weekly}
+
+
+def predictor_errors(w: Workload, seed: int = 0) -> PredictorErrors:
+    """Replay ``w`` under EASY and measure every default predictor on its jobs, whose
+    true profiles are synthetic (``seed``)."""
+    machine = MachinePower()
+    prof = synthetic_profiles(w, machine.idle_w, machine.peak_w, ProfileSettings(seed=seed))
+    records = MainSimulator(w, make_policy({"name": "easy"}), w.estimate_s("exact")).run()
+    power, _ = power_setup(w, prof, machine, CapSchedule.constant(float("inf")))
+    index_of = {j: i for i, j in enumerate(w.job_id.tolist())}
+    predictors = default_predictors()
+    result = prediction_errors(records, power, index_of, predictors)
+    weeks = weekly_mae(result, float(w.submit_s[0]))
+    overall = {name: float(err.mean()) for name, err in result["errors"].items()}
+    return PredictorErrors(w.name, seed, tuple(predictors), overall, learned_errors(result),
+                           weeks, len(result["start_s"]),
+                           float((result["source"] != "peak").mean()))

@@ -15,8 +15,8 @@ A job is predicted by its job profile when learned, else its project's, else the
 Readings reach the learner while jobs run, causally: before the learner predicts at time
 ``now`` it catches up (:func:`catch_up`) on every reading taken before ``now`` that it has
 not seen, from running jobs and from jobs that ended since its last catch-up (an ending
-job leaves its unseen readings in ``PowerState.pending``; they were all taken before its
-end). A reading taken at ``t`` therefore informs decisions after ``t``, a long job teaches
+job leaves its unseen readings in ``PowerState.pending``, see
+:meth:`~olsctl.power.runtime.PowerState.on_finish`; they were all taken before its end). A reading taken at ``t`` therefore informs decisions after ``t``, a long job teaches
 its profiles as it runs, and no new simulation events are needed.
 
 The readings are fed one at a time in the order they were taken (time, then job id), so
@@ -38,17 +38,13 @@ from typing import TYPE_CHECKING
 
 from scipy.special import stdtr
 
+from olsctl.power.runtime import PowerState, n_readings
+
 if TYPE_CHECKING:
-    from olsctl.power.runtime import PowerState
     from olsctl.state import SimState
 
 #: a profile: [value or None, base n, base mean, base M2, new n, new mean, new M2]
 EMPTY = (None, 0, 0.0, 0.0, 0, 0.0, 0.0)
-
-
-def n_readings(runtime_s: float, sample_s: float) -> int:
-    """Readings of a whole run: at 0, ``sample_s``, ... before its end (at least one)."""
-    return max(1, math.ceil(runtime_s / sample_s))
 
 
 def _phase_first(phase_start: list[float], runtime_s: float, sample_s: float,
@@ -171,19 +167,6 @@ class Learner:
         if stat == "std":
             return 0.0
         return p.learned[(where, p.job_key[idx] if where == "job" else p.user[idx])][0]
-
-
-def on_finish(state: "SimState", idx: int) -> None:
-    """Job ``idx`` ended: leave its readings not yet fed in ``PowerState.pending`` (plain
-    data, so a snapshot, which drops finished jobs, keeps them) for the next catch-up."""
-    p = state.power
-    runtime = state.runtime_s[idx]
-    total = n_readings(runtime, p.sample_s)
-    k0 = p.fed[idx]
-    if k0 < total:
-        p.pending.append((state.start_s[idx], state.job_id[idx], p.job_key[idx], p.user[idx],
-                          k0, total, runtime, p.phase_start[idx], p.phase_w[idx]))
-        p.fed[idx] = total
 
 
 def catch_up(state: "SimState", now_s: float, settings: Learner = Learner()) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.errors import TraceError
+from olsctl.run_files import write_atomic
 
 COLUMNS = ("submit", "start", "end", "nodes", "runtime_s", "wait_time", "avg_power_per_node")
 
@@ -43,10 +44,9 @@ def _num(path: Path, line: int, field: str, text: str) -> float:
     return value
 
 
-def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
-    """Write ``swf_out`` and ``power_out`` from the NREL CSV at ``src``; returns counts.
-    Both outputs are written whole or not at all."""
-    src = Path(src)
+def _read_rows(src: Path) -> list[tuple[float, ...]]:
+    """The jobs of the NREL CSV at ``src``, checked: (submit, start, end as epoch
+    seconds, nodes, runtime_s, mean W per node) each."""
     opener = gzip.open if src.suffix == ".gz" else open
     rows = []
     try:
@@ -70,6 +70,14 @@ def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
         raise TraceError(f"{src}: cannot read: {exc}") from None
     if not rows:
         raise TraceError(f"{src.name}: no jobs")
+    return rows
+
+
+def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
+    """Write ``swf_out`` and ``power_out`` from the NREL CSV at ``src``; returns counts.
+    Both outputs are written whole or not at all."""
+    src = Path(src)
+    rows = _read_rows(src)
     data = np.asarray(rows, dtype=float)
     order = np.lexsort((np.arange(len(rows)), data[:, 0]))
     data = data[order]
@@ -101,8 +109,6 @@ def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
         if power > 0:
             power_lines.append(f"{i},{power!r}")
             measured += 1
-    from olsctl.output import write_atomic
-
     write_atomic(Path(swf_out), "\n".join(lines) + "\n")
     write_atomic(Path(power_out), "\n".join(power_lines) + "\n")
     return {"jobs": len(data), "measured": measured, "machine_procs": machine}

@@ -15,6 +15,7 @@ keeping the sum of those increments within ``cap - measured``.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
 
 #: finished jobs remembered per user for history-based prediction
 HISTORY_LEN = 64
+
+
+def n_readings(runtime_s: float, sample_s: float) -> int:
+    """Readings a facility's monitor takes of a whole run: at 0, ``sample_s``, ... before
+    its end (at least one)."""
+    return max(1, math.ceil(runtime_s / sample_s))
 
 
 @dataclass
@@ -56,7 +63,7 @@ class PowerState:
     learning: bool = False
     sample_s: float = 300.0
     #: the learner's bookkeeping: per job, readings fed so far; the time of its last
-    #: catch-up; readings of ended jobs not yet fed (olsctl.power.learn.on_finish)
+    #: catch-up; readings of ended jobs not yet fed (see :meth:`on_finish`)
     fed: list[int] = field(default_factory=list)
     fed_until_s: float = float("-inf")
     pending: list = field(default_factory=list)
@@ -112,16 +119,24 @@ class PowerState:
         return self.cap_now(state) - self.measured_w(state, predictor, stat)
 
     def on_finish(self, state: "SimState", idx: int) -> None:
-        """Remember the finished job's measured profile for history predictors (and
-        leave its unseen readings to the learner)."""
+        """Remember the finished job's measured profile for history predictors; when
+        ``learning``, leave its readings not yet fed to the learner in ``pending`` (plain
+        data, so a snapshot, which drops finished jobs, keeps them) for its next catch-up
+        (:func:`olsctl.power.learn.catch_up`)."""
         past = self.history.setdefault(self.user[idx], [])
         past.append((self.true_mean_w[idx], self.true_max_w[idx], self.true_std_w[idx]))
         if len(past) > HISTORY_LEN:
             del past[0]
-        if self.learning:
-            from olsctl.power.learn import on_finish
-
-            on_finish(state, idx)
+        if not self.learning:
+            return
+        runtime = state.runtime_s[idx]
+        total = n_readings(runtime, self.sample_s)
+        k0 = self.fed[idx]
+        if k0 < total:
+            self.pending.append((state.start_s[idx], state.job_id[idx], self.job_key[idx],
+                                 self.user[idx], k0, total, runtime, self.phase_start[idx],
+                                 self.phase_w[idx]))
+            self.fed[idx] = total
 
     def subset(self, idx: list[int]) -> "PowerState":
         """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""

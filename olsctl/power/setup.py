@@ -1,5 +1,5 @@
 """Power set-up of one simulation, written once for ``olsctl run`` (:mod:`olsctl.runner`),
-``olsctl predict`` (:mod:`olsctl.predict`) and ``olsctl bench --knapsack``
+``olsctl predict`` (:mod:`olsctl.power.evaluate`) and ``olsctl bench --knapsack``
 (:mod:`olsctl.bench`).
 
 - :func:`power_inputs`: what a run config's ``power`` section stands for: the machine's

@@ -39,8 +39,8 @@ other modules use are importable from ``olsctl.report`` itself.
 
 from __future__ import annotations
 
-from olsctl.report.drawing import RC, _budget_saved, has_sla_windows
-from olsctl.report.figures import (FORMATS, PLOT_HINT, PlotData, _plan, check_out_dir, plot_data,
+from olsctl.report.drawing import RC, has_sla_windows
+from olsctl.report.figures import (FORMATS, PLOT_HINT, PlotData, check_out_dir, plot_data,
                                    write_plots)
 from olsctl.report.reading import (PREDICT_FILE, ROW_FIGURES, SUMMARY_METRICS, ReportError,
                                    RunEntry, Source, load_source, log_name, read_columns,
@@ -57,11 +57,11 @@ from olsctl.report.tables import (STUDY_FIGURES, predict_table, report_tables, r
 __all__ = [
     "ACTIVITY_POINTS", "AGGREGATE", "DAY_S", "FORMATS", "MARKERS", "MAX_POINTS", "PLOT_HINT",
     "PREDICT_FILE", "RC", "ROW_FIGURES", "STUDY_FIGURES", "SUMMARY_METRICS", "PlotData",
-    "ReportError", "RunEntry", "RunSeries", "Source", "_budget_saved", "_plan",
-    "activity_figure", "aggregate_figure", "bin_means", "change_points", "check_out_dir",
-    "ecdf_points", "has_sla_windows", "load_source", "log_name", "plot_data", "power_figure",
-    "predict_figure", "predict_table", "read_columns", "read_predict", "read_rows",
-    "read_summary", "reduce_chunks", "reduce_steps", "report_tables", "run_extra_table",
-    "run_series", "sla_figure", "step_integral", "study_table", "tradeoff_figure",
-    "weekly_figure", "write_plots", "write_predict",
+    "ReportError", "RunEntry", "RunSeries", "Source", "activity_figure", "aggregate_figure",
+    "bin_means", "change_points", "check_out_dir", "ecdf_points", "has_sla_windows",
+    "load_source", "log_name", "plot_data", "power_figure", "predict_figure", "predict_table",
+    "read_columns", "read_predict", "read_rows", "read_summary", "reduce_chunks",
+    "reduce_steps", "report_tables", "run_extra_table", "run_series", "sla_figure",
+    "step_integral", "study_table", "tradeoff_figure", "weekly_figure", "write_plots",
+    "write_predict",
 ]

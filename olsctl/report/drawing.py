@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from olsctl.report.reading import ROW_FIGURES, Source, _is_number, _section
-from olsctl.reporting import sla_window_text
+from olsctl.terminal import sla_window_text
 
 RC = {"svg.hashsalt": "olsctl", "font.size": 9, "axes.titlesize": 10, "axes.grid": True,
       "grid.alpha": 0.3, "legend.fontsize": 8}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from olsctl.errors import OlsctlError
-from olsctl.output import json_text, write_atomic
+from olsctl.run_files import json_text, write_atomic
 from olsctl.workload import log_name
 
 PREDICT_FILE = "predict.json"

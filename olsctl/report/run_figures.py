@@ -15,7 +15,7 @@ from olsctl.report.drawing import (_color, _figure, _kept_share, _log_axis, _nam
                                    _sla_words)
 from olsctl.report.reading import RunEntry, Source, _is_number, _section, log_name
 from olsctl.report.reductions import RunSeries, _duration
-from olsctl.reporting import _f, _pct
+from olsctl.terminal import _f, _pct
 
 
 def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
@@ -27,40 +27,8 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     lengths = {float(r.summary["sla"]["window_s"]) for r in source.runs
                if isinstance(r.summary.get("sla"), dict)}
     in_weeks = lengths <= {WEEK_S}  # the rows are weeks (or a summary from before)
-    unit = "week" if in_weeks else "SLA window"
     for col, log in enumerate(logs):
-        top, bottom = axes[0][col], axes[1][col]
-        runs = [r for r in source.runs if r.log == log]
-        dated = all(w.get("week_start") for r in runs for w in r.summary["weekly"])
-        for run in runs:
-            weeks = run.summary["weekly"]
-            x = (np.array([w["week_start"] for w in weeks], dtype="datetime64[D]") if dated
-                 else np.array([w["week"] for w in weeks], dtype=float))
-            label = run.variant if source.kind == "study" else None
-            for ax, key, scale in ((top, "mean_bsld", 1.0), (bottom, "utilization", 100.0)):
-                y = np.array([np.nan if w[key] is None else w[key] * scale for w in weeks])
-                ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.0, label=label,
-                        color=_color(source, run.variant))
-        for sla in sorted({_sla(r.summary) for r in runs} - {None}):
-            top.axhline(sla, color="0.3", linestyle="--", linewidth=1.0,
-                        label=f"SLA (mean bsld {sla:g})")
-        top.set_yscale("log")
-        _log_axis(top.yaxis, mpl, np.asarray([w["mean_bsld"] for r in runs
-                                              for w in r.summary["weekly"]
-                                              if w["mean_bsld"] is not None], dtype=float))
-        bottom.set_ylim(0, 102)
-        top.set_ylabel("mean bounded slowdown (log scale)")
-        top.set_title(f"{log}: mean bounded slowdown of the {unit}'s jobs")
-        bottom.set_ylabel("utilization (% of processors)")
-        bottom.set_title(f"{log}: utilization per {unit}")
-        bottom.set_xlabel((f"calendar {unit}" if in_weeks else unit) + " (start date)" if dated
-                          else f"{unit} since the first submission")
-        if dated:
-            locator = mpl.dates.AutoDateLocator()
-            bottom.xaxis.set_major_locator(locator)
-            bottom.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
-        else:
-            bottom.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+        _weekly_column(axes[0][col], axes[1][col], source, log, in_weeks, mpl)
     # one legend for all columns, below them, so no curve is hidden under it
     handles: dict[str, Any] = {}
     for ax in axes[0]:
@@ -71,6 +39,49 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     fig.suptitle(f"{_name(source)}: {'weekly' if in_weeks else 'per SLA window'} transient "
                  f"metrics")
     return fig
+
+
+def _weekly_column(top: Any, bottom: Any, source: Source, log: str, in_weeks: bool,
+                   mpl: SimpleNamespace) -> None:
+    """One log's column of :func:`weekly_figure`: its runs' mean bounded slowdown per
+    week (or SLA window) above, their utilization below."""
+    unit = "week" if in_weeks else "SLA window"
+    runs = [r for r in source.runs if r.log == log]
+    dated = all(w.get("week_start") for r in runs for w in r.summary["weekly"])
+    for run in runs:
+        weeks = run.summary["weekly"]
+        x = (np.array([w["week_start"] for w in weeks], dtype="datetime64[D]") if dated
+             else np.array([w["week"] for w in weeks], dtype=float))
+        label = run.variant if source.kind == "study" else None
+        for ax, key, scale in ((top, "mean_bsld", 1.0), (bottom, "utilization", 100.0)):
+            y = np.array([np.nan if w[key] is None else w[key] * scale for w in weeks])
+            ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.0, label=label,
+                    color=_color(source, run.variant))
+    for sla in sorted({_sla(r.summary) for r in runs} - {None}):
+        top.axhline(sla, color="0.3", linestyle="--", linewidth=1.0,
+                    label=f"SLA (mean bsld {sla:g})")
+    top.set_yscale("log")
+    _log_axis(top.yaxis, mpl, np.asarray([w["mean_bsld"] for r in runs
+                                          for w in r.summary["weekly"]
+                                          if w["mean_bsld"] is not None], dtype=float))
+    bottom.set_ylim(0, 102)
+    top.set_ylabel("mean bounded slowdown (log scale)")
+    top.set_title(f"{log}: mean bounded slowdown of the {unit}'s jobs")
+    bottom.set_ylabel("utilization (% of processors)")
+    bottom.set_title(f"{log}: utilization per {unit}")
+    bottom.set_xlabel((f"calendar {unit}" if in_weeks else unit) + " (start date)" if dated
+                      else f"{unit} since the first submission")
+    _time_axis(bottom, mpl, dated)
+
+
+def _time_axis(ax: Any, mpl: SimpleNamespace, dated: bool) -> None:
+    """Ticks of an x axis of dates (``dated``), else of whole numbers (weeks, windows)."""
+    if dated:
+        locator = mpl.dates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
+    else:
+        ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
 
 
 def _legend_below(fig: Any, handles: list, labels: list[str], max_cols: int = 7) -> Any:
@@ -98,42 +109,56 @@ def sla_figure(entry: RunEntry, mpl: SimpleNamespace) -> Any:
     it shaded and crossed; below, the mean active and busy processors per window and the
     machine size."""
     summary, rows = entry.summary, entry.summary["weekly"]
-    sla, m = summary["sla"], summary["metrics"]
-    window_s = float(sla["window_s"])
+    sla = summary["sla"]
     dated = all(w.get("week_start") for w in rows)
     if dated:  # window starts as dates (a whole number of days long), drawn at mid-window
         start = np.array([w["week_start"] for w in rows], dtype="datetime64[D]").astype(
             "datetime64[s]")
-        width = np.timedelta64(int(window_s), "s")
+        width = np.timedelta64(int(float(sla["window_s"])), "s")
         x, edges = start + width // 2, (start, start + width)
     else:  # windows since the first: the origin is the first window's start
         index = np.array([w["week"] for w in rows], dtype=float)
         x, edges = index + 0.5, (index, index + 1.0)
+    broken = [i for i, w in enumerate(rows) if w.get("sla_kept") is False]
+    fig = _figure(mpl, 11.0, 6.5)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    _sla_panel(top, mpl, rows, sla, x, edges, broken)
+    _window_procs_panel(bottom, rows, summary["metrics"]["processors"], x, edges, broken)
+    _time_axis(bottom, mpl, dated)
+    bottom.set_xlabel("window (start date)" if dated else "window (number, 0: the first)")
+    n, kept = int(sla["windows"]), int(sla["windows_kept"])
+    fig.suptitle(f"{entry.log}: SLA {_sla_words(summary)}: {kept:,} of {n:,} windows with "
+                 f"jobs kept ({_pct(_kept_share(summary))})")
+    return fig
+
+
+def _window_column(rows: list[dict], key: str, factor: float = 1.0) -> np.ndarray:
+    """``key`` of every SLA window row, times ``factor`` (NaN where missing)."""
+    return np.array([np.nan if w.get(key) is None else w[key] * factor for w in rows],
+                    dtype=float)
+
+
+def _sla_panel(top: Any, mpl: SimpleNamespace, rows: list[dict], sla: dict, x: np.ndarray,
+               edges: tuple, broken: list[int]) -> None:
+    """The top of :func:`sla_figure`: the windows' slowdowns (or waits, hours) against
+    the SLA bound, the ``broken`` windows shaded and their metric crossed."""
     metric = str(sla["metric"])
     wait = metric.endswith("_s")
     series = ((("mean_wait_s", "mean wait"), ("max_wait_s", "max wait")) if wait
               else (("mean_bsld", "mean bounded slowdown"), ("p95_bsld", "p95 bounded "
                                                                          "slowdown")))
     scale = 1 / 3600 if wait else 1.0
-
-    def column(key: str, factor: float = 1.0) -> np.ndarray:
-        return np.array([np.nan if w.get(key) is None else w[key] * factor for w in rows],
-                        dtype=float)
-
-    fig = _figure(mpl, 11.0, 6.5)
-    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     for (key, label), color in zip(series, ("C0", "C1")):
-        top.plot(x, column(key, scale), marker="o", markersize=3, linewidth=1.0, color=color,
-                 label=f"{label} of the window's jobs")
+        top.plot(x, _window_column(rows, key, scale), marker="o", markersize=3, linewidth=1.0,
+                 color=color, label=f"{label} of the window's jobs")
     limit = float(sla["max"]) * scale
     top.axhline(limit, color="0.2", linestyle="--", linewidth=1.2,
                 label=f"SLA: {metric} <= {float(sla['max']):g}")
-    broken = [i for i, w in enumerate(rows) if w.get("sla_kept") is False]
     for k, i in enumerate(broken):
         top.axvspan(edges[0][i], edges[1][i], color="C3", alpha=0.12, linewidth=0,
                     label=None if k else "window that broke the SLA")
     if broken:
-        values = column(metric, scale)
+        values = _window_column(rows, metric, scale)
         top.plot(x[broken], values[broken], linestyle="none", marker="x", markersize=7,
                  color="C3", label=f"{metric} of a window that broke it")
     if wait:
@@ -141,7 +166,8 @@ def sla_figure(entry: RunEntry, mpl: SimpleNamespace) -> Any:
         top.set_ylim(bottom=0)
     else:
         top.set_yscale("log")
-        shown = np.concatenate([column(k) for k, _ in series] + [np.array([limit])])
+        shown = np.concatenate([_window_column(rows, k) for k, _ in series]
+                               + [np.array([limit])])
         _log_axis(top.yaxis, mpl, shown)
         top.set_ylabel("bounded slowdown (log scale)")
     top.set_title("the SLA per window: its jobs' " + ("waits" if wait else "slowdown"))
@@ -150,11 +176,17 @@ def sla_figure(entry: RunEntry, mpl: SimpleNamespace) -> Any:
     if not wait:  # room above the curves for the legend, on the log scale
         lo, hi = top.get_ylim()
         top.set_ylim(lo, hi * (hi / lo) ** 0.35)
-    procs = m["processors"]
-    bottom.plot(x, column("mean_active_procs"), marker="o", markersize=3, linewidth=1.0,
-                color="C0", label="mean active processors")
-    bottom.plot(x, column("utilization", procs), marker=".", markersize=3, linewidth=0.8,
-                color="0.5", label="mean busy processors (utilization x processors)")
+
+
+def _window_procs_panel(bottom: Any, rows: list[dict], procs: int, x: np.ndarray,
+                        edges: tuple, broken: list[int]) -> None:
+    """The bottom of :func:`sla_figure`: mean active and busy processors per window
+    against the machine's ``procs``, the ``broken`` windows shaded."""
+    bottom.plot(x, _window_column(rows, "mean_active_procs"), marker="o", markersize=3,
+                linewidth=1.0, color="C0", label="mean active processors")
+    bottom.plot(x, _window_column(rows, "utilization", procs), marker=".", markersize=3,
+                linewidth=0.8, color="0.5",
+                label="mean busy processors (utilization x processors)")
     bottom.axhline(procs, color="0.2", linestyle=":", linewidth=1.0,
                    label=f"machine ({procs:,})")
     for i in broken:
@@ -164,18 +196,6 @@ def sla_figure(entry: RunEntry, mpl: SimpleNamespace) -> Any:
     bottom.set_ylabel("processors")
     bottom.set_title("processors per window")
     bottom.legend(loc="upper left", ncols=3)
-    if dated:
-        locator = mpl.dates.AutoDateLocator()
-        bottom.xaxis.set_major_locator(locator)
-        bottom.xaxis.set_major_formatter(mpl.dates.ConciseDateFormatter(locator))
-        bottom.set_xlabel("window (start date)")
-    else:
-        bottom.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
-        bottom.set_xlabel("window (number, 0: the first)")
-    n, kept = int(sla["windows"]), int(sla["windows_kept"])
-    fig.suptitle(f"{entry.log}: SLA {_sla_words(summary)}: {kept:,} of {n:,} windows with "
-                 f"jobs kept ({_pct(_kept_share(summary))})")
-    return fig
 
 
 def activity_figure(source: Source, series: list[RunSeries], mpl: SimpleNamespace) -> Any:

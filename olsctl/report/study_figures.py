@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -78,8 +78,7 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     schemes = list(dict.fromkeys(scheme(r) for r in runs))
     rows = [("processor savings (% of processors)", _processor_savings)]
     if any(_budget_saved(r.summary) is not None for r in runs):
-        rows.append(("power budget saved (% of peak)",
-                     _budget_saved))
+        rows.append(("power budget saved (% of peak)", _budget_saved))
     energy_rows = any(_energy_j(r.summary) is not None for r in runs)
     logs = [log for log in source.logs if any(r.log == log for r in runs)]
     n_rows = len(rows) + (1 if energy_rows else 0)
@@ -87,34 +86,12 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     axes = fig.subplots(n_rows, len(logs), squeeze=False, sharex="col")
     for col, log in enumerate(logs):
         here = [r for r in runs if r.log == log]
-        ref = None
-        if energy_rows:
-            powered = [r for r in here if _energy_j(r.summary) is not None]
-            if powered:  # the log's run that saved least (first on ties)
-                ref = min(powered, key=lambda r: (_processor_savings(r.summary),
-                                                  _budget_saved(r.summary) or 0.0))
-        series = list(rows)
-        if energy_rows:
-            series.append(("energy (% of the log's run that saves least)",
-                           lambda sm, ref=ref: (100.0 * _energy_j(sm) / _energy_j(ref.summary)
-                                                if ref is not None and _energy_j(sm) is not None
-                                                else None)))
+        series = rows + ([_energy_row(here)] if energy_rows else [])
         for row, (label, value) in enumerate(series):
             ax = axes[row][col]
             for k, name in enumerate(schemes):
                 pts = [r for r in here if scheme(r) == name]
-                if level is not None:
-                    pts.sort(key=lambda r: float(r.labels[level]))
-                xy = [(100 * _kept_share(r.summary), value(r.summary), r) for r in pts]
-                xy = [(x, y, r) for x, y, r in xy if y is not None]
-                if not xy:
-                    continue
-                ax.plot([x for x, _, _ in xy], [y for _, y, _ in xy], marker="o",
-                        markersize=5, linewidth=1.0, color=f"C{k % 10}", label=name)
-                if level is not None and len(schemes) * len(xy) <= 40:
-                    for x, y, r in xy:
-                        ax.annotate(r.labels[level], (x, y), textcoords="offset points",
-                                    xytext=(3, 3), fontsize=7, color=f"C{k % 10}")
+                _tradeoff_line(ax, pts, value, level, f"C{k % 10}", name, len(schemes))
             ax.grid(True, alpha=0.3)
             if col == 0:
                 ax.set_ylabel(label, fontsize=8)
@@ -132,3 +109,40 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     fig.suptitle(f"{_name(source)}: savings against the SLA windows kept ({what})",
                  fontsize=10)
     return fig
+
+
+def _energy_row(here: list[RunEntry]) -> tuple[str, Callable[[dict], float | None]]:
+    """The trade-off plot's energy row for one log's runs ``here``: each run's energy
+    relative to the log's run that saved least (first on ties)."""
+    ref = None
+    powered = [r for r in here if _energy_j(r.summary) is not None]
+    if powered:
+        ref = min(powered, key=lambda r: (_processor_savings(r.summary),
+                                          _budget_saved(r.summary) or 0.0))
+
+    def relative(sm: dict) -> float | None:
+        if ref is not None and _energy_j(sm) is not None:
+            return 100.0 * _energy_j(sm) / _energy_j(ref.summary)
+        return None
+
+    return "energy (% of the log's run that saves least)", relative
+
+
+def _tradeoff_line(ax: Any, pts: list[RunEntry], value: Callable[[dict], float | None],
+                   level: int | None, color: str, name: str, n_schemes: int) -> None:
+    """One scheme's runs ``pts`` in a trade-off panel: the share of SLA windows kept (x,
+    %) against ``value`` of its summary (runs without one left out), joined in the order
+    of grid key ``level`` and each point labelled with it (unless the panel would hold
+    over 40 labels, counted as ``n_schemes`` x this scheme's points)."""
+    if level is not None:
+        pts = sorted(pts, key=lambda r: float(r.labels[level]))
+    xy = [(100 * _kept_share(r.summary), value(r.summary), r) for r in pts]
+    xy = [(x, y, r) for x, y, r in xy if y is not None]
+    if not xy:
+        return
+    ax.plot([x for x, _, _ in xy], [y for _, y, _ in xy], marker="o",
+            markersize=5, linewidth=1.0, color=color, label=name)
+    if level is not None and n_schemes * len(xy) <= 40:
+        for x, y, r in xy:
+            ax.annotate(r.labels[level], (x, y), textcoords="offset points",
+                        xytext=(3, 3), fontsize=7, color=color)

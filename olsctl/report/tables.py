@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from olsctl.report.reading import ReportError, Source, _is_number, log_name
-from olsctl.reporting import _f, _pct, run_summary_table
+from olsctl.terminal import _f, _pct, run_summary_table
 
 #: study table: results.csv column, heading, scale, digits (None: a percentage)
 STUDY_FIGURES = (("mean_bsld", "mean bsld", 1.0, 2), ("mean_wait_s", "wait h", 1 / 3600, 2),

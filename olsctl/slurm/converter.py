@@ -12,6 +12,7 @@ from typing import Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from olsctl.errors import ConfigError, TraceError
+from olsctl.run_files import write_atomic
 from olsctl.slurm.jobs import Dropped, SlurmJob, _numbering, _peak, job_record, swf_line
 from olsctl.slurm.sacct import (UNITS, SacctRow, group_lines, parse_header, parse_row,
                                 zone_of)
@@ -178,8 +179,6 @@ def convert(src: Path, swf_out: Path, key_out: Path | None = None, procs: int | 
             units: str = "cpus", tz: str = "UTC", skip_bad_lines: bool = False) -> Conversion:
     """Write ``swf_out`` (and ``key_out``) from the sacct dump at ``src``. All input is
     checked before anything is written; each file is written whole or not at all."""
-    from olsctl.output import write_atomic
-
     src = Path(src)
     conv = convert_lines(_read_lines(src), src.name, procs, units, tz, skip_bad_lines)
     outputs = [("--swf", Path(swf_out), conv.swf_text)]

@@ -23,32 +23,34 @@ study directory holds:
 Everything in the study file is checked, every grid point built and its trace found,
 before anything is written.
 
-The parts: :mod:`~olsctl.study.loading` (the study file), :mod:`~olsctl.study.grid` (its
-runs and their ids), :mod:`~olsctl.study.execution` (running them in workers),
-:mod:`~olsctl.study.storage` (the study directory) and :mod:`~olsctl.study.progress` (what
-the terminal shows). The names other modules use are importable from ``olsctl.study``.
+The parts: :mod:`~olsctl.study.study_file` (the study file), :mod:`~olsctl.study.grid`
+(its runs and their ids), :mod:`~olsctl.study.execution` (running them in workers),
+:mod:`~olsctl.study.storage` (the study directory and what a worker hands back) and
+:mod:`~olsctl.study.progress` (what the terminal shows). The names other modules use are
+importable from ``olsctl.study``.
 """
 
 from __future__ import annotations
 
-from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, Outcome, StudyResult,
-                                    run_point, run_study)
+from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, StudyResult, run_point,
+                                    run_study)
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SECTIONS,
                                SLA_METRICS, Axis, GridPoint, Study, canonical, label, run_id)
-from olsctl.study.loading import BACKENDS, STUDY_KEYS, _read_yaml, load_study, study_from_data
 from olsctl.study.progress import (NULL_STUDY_PROGRESS, PlainStudyProgress, RichStudyProgress,
                                    StudyProgress, study_progress, study_table)
 from olsctl.study.storage import (INFEASIBLE_FILE, METRIC_KEYS, METRIC_SECTIONS, RUN_FILES,
-                                  StudyError, _locked, failed_csv, finished_runs,
+                                  Outcome, StudyError, failed_csv, finished_runs,
                                   known_infeasible, metric_values, results_csv, write_tables)
+from olsctl.study.study_file import (BACKENDS, STUDY_KEYS, load_study, read_mapping,
+                                     study_from_data)
 
 __all__ = [
     "BACKENDS", "BASE_METRICS", "CONTROLLER_METRICS", "INFEASIBLE_FILE", "METRIC_KEYS",
     "METRIC_SECTIONS", "NULL_STUDY_PROGRESS", "PARENT_POLL_S", "POWER_METRICS",
     "PR_SET_PDEATHSIG", "RUN_FILES", "SECTIONS", "SLA_METRICS", "STUDY_KEYS", "Axis",
     "GridPoint", "Outcome", "PlainStudyProgress", "RichStudyProgress", "Study", "StudyError",
-    "StudyProgress", "StudyResult", "_locked", "_read_yaml", "canonical", "failed_csv",
-    "finished_runs", "known_infeasible", "label", "load_study", "metric_values",
-    "results_csv", "run_id", "run_point", "run_study", "study_from_data", "study_progress",
-    "study_table", "write_tables",
+    "StudyProgress", "StudyResult", "canonical", "failed_csv", "finished_runs",
+    "known_infeasible", "label", "load_study", "metric_values", "read_mapping", "results_csv",
+    "run_id", "run_point", "run_study", "study_from_data", "study_progress", "study_table",
+    "write_tables",
 ]

@@ -19,37 +19,20 @@ from typing import Iterator
 
 from olsctl.config import RunConfig
 from olsctl.errors import Infeasible, OlsctlError
-from olsctl.output import json_text, write_atomic
+from olsctl.run_files import json_text, write_atomic
+from olsctl.runner import execute
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
-from olsctl.study.storage import (StudyError, _locked, _new_dir, _store, finished_runs,
+from olsctl.study.storage import (Outcome, StudyError, _locked, _new_dir, _store, finished_runs,
                                   known_infeasible, write_tables)
 
 
 # --- one run in a worker ---------------------------------------------------------------
 
-@dataclass
-class Outcome:
-    """What a worker hands back: a summary and the run's files (still in a directory of
-    the study's ``.partial``, or as bytes from a remote worker), or a one-line error;
-    ``infeasible`` is why, when the error says that some job can never start under the
-    setting."""
-
-    run_id: str
-    summary: dict | None = None
-    error: str | None = None
-    path: str | None = None
-    files: dict[str, bytes] | None = None
-    wall_s: float = 0.0
-    infeasible: str | None = None
-
-
 def run_point(rid: str, config: RunConfig, scratch: str | None) -> Outcome:
     """Run one grid point into a new directory under ``scratch`` (kept there for the
     caller to move), or, with ``scratch`` None, under the system's temporary directory
     and hand the files back as bytes. Errors become the outcome's one-line ``error``."""
-    from olsctl.runner import execute
-
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f"{rid}.")) if scratch is None else _new_dir(scratch, rid)
     try:

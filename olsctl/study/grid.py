@@ -16,8 +16,8 @@ from typing import Any
 
 from olsctl.config import TOP_LEVEL, RunConfig, build_config
 from olsctl.errors import ConfigError, TraceError
-from olsctl.output import num
 from olsctl.policies import REGISTRY
+from olsctl.run_files import num
 from olsctl.workload import log_name, resolve_trace
 
 #: run config keys that are mappings, so a grid key may go inside them

@@ -5,13 +5,10 @@ run otherwise, nothing when quiet) and the table of its runs.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from olsctl.study.grid import CONTROLLER_METRICS, POWER_METRICS, Study
-from olsctl.study.storage import metric_values
-
-if TYPE_CHECKING:
-    from olsctl.study.execution import Outcome
+from olsctl.study.storage import Outcome, metric_values
 
 
 class StudyProgress:

@@ -1,6 +1,7 @@
-"""A study directory: finished runs moved into ``runs/<id>`` whole (one rename each),
-found again on resume; ``results.csv``, ``failed.csv`` and ``infeasible.csv`` rewritten
-atomically; and the lock that keeps two studies out of one directory.
+"""A study directory: what a worker hands back of a run (:class:`Outcome`), moved into
+``runs/<id>`` whole (one rename each) and found again on resume; ``results.csv``,
+``failed.csv`` and ``infeasible.csv`` rewritten atomically; and the lock that keeps two
+studies out of one directory.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import os
 import shutil
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from olsctl.errors import OlsctlError
-from olsctl.output import num, write_atomic
+from olsctl.run_files import num, write_atomic
 from olsctl.study.grid import POWER_METRICS, Study
-
-if TYPE_CHECKING:
-    from olsctl.study.execution import Outcome
 
 RUN_FILES = ("jobs.csv", "timeseries.csv", "summary.json")
 
@@ -29,6 +28,22 @@ class StudyError(OlsctlError):
     """A study could not go on (its directory is in use, a worker process died)."""
 
     kind = "StudyError"
+
+
+@dataclass
+class Outcome:
+    """What a worker hands back: a summary and the run's files (still in a directory of
+    the study's ``.partial``, or as bytes from a remote worker), or a one-line error;
+    ``infeasible`` is why, when the error says that some job can never start under the
+    setting."""
+
+    run_id: str
+    summary: dict | None = None
+    error: str | None = None
+    path: str | None = None
+    files: dict[str, bytes] | None = None
+    wall_s: float = 0.0
+    infeasible: str | None = None
 
 
 def finished_runs(study: Study) -> dict[str, dict]:

@@ -96,17 +96,16 @@ def compiled_if_loaded() -> "types.SimpleNamespace | None":
 
 def plain() -> types.SimpleNamespace:
     """Every kernel as the plain Python function it is, by name (what :func:`compiled`
-    gives with the JIT disabled)."""
-    _load_kernel_modules()
+    gives with the JIT disabled): those of the kernel modules imported so far."""
     return types.SimpleNamespace(**_KERNELS)
 
 
 def compiled() -> types.SimpleNamespace:
     """The compiled kernels, by name (compiled lazily, at each one's first call, or
-    loaded from the cache)."""
+    loaded from the cache): those of the kernel modules imported so far. A module that
+    calls a kernel through it imports the kernel's module."""
     global _COMPILED
     if _COMPILED is None:
-        _load_kernel_modules()
         _skip_blas_probe()
         _SCOPE.update(_shared_scope(_KERNELS.values()))
         _COMPILED = types.SimpleNamespace()
@@ -185,13 +184,6 @@ def _skip_blas_probe() -> None:
     finally:
         if sys.modules.get(blas, False) is None:
             del sys.modules[blas]
-
-
-def _load_kernel_modules() -> None:
-    """Import the policies' kernel modules (each imports the kernel modules it calls),
-    so that all their kernels are registered."""
-    import olsctl.policies.easy.forward  # noqa: F401
-    import olsctl.policies.mqbf.forward  # noqa: F401
 
 
 def compile_kernels() -> float:

@@ -14,6 +14,7 @@ from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core import loop
 from olsctl.policies.core.bound import BOUND_METRICS, INF
 from olsctl.policies.core.jit import compiled
+from olsctl.policies.easy import forward  # noqa: F401  (the loop, called compiled)
 
 if TYPE_CHECKING:
     from olsctl.policies.easy import EasyBackfill

@@ -21,6 +21,7 @@ import numpy as np
 
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.jit import compiled
+from olsctl.policies.mqbf import phases  # noqa: F401  (the pass, called compiled)
 from olsctl.policies.core.order import ORDER_CODES
 
 if TYPE_CHECKING:

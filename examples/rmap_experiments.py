@@ -10,7 +10,10 @@
   fractions of the enlarged machine's peak (0.5 with ``overprovision: 2`` is the
   original machine at peak, where Traditional is EASY on the log).
 
-Run ``python -m olsctl.experiments_rmap`` (``--quick`` for a smaller version). Same
+Run ``python examples/rmap_experiments.py`` from the repository (olsctl installed);
+``--quick`` runs a smaller version, and ``--seeds``, ``--jobs``, ``--log-jobs``,
+``--bounds``, ``--loads`` and ``--traces`` size it further (``--seeds 1 --jobs 40
+--log-jobs 300 --bounds 0.45 1 --loads 0.3 --traces KTH-SP2`` takes seconds). Same
 arguments, same figures.
 """
 
@@ -172,10 +175,18 @@ def markdown(rows: list[dict], policies: Sequence[str], title: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m olsctl.experiments_rmap",
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python examples/rmap_experiments.py",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="fewer jobs and seeds, log heads")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer jobs and seeds, log heads (2 seeds, 100 jobs, 3000 log jobs)")
+    p.add_argument("--seeds", type=int, help="workloads per load of the bounded machine "
+                                             "(default 5)")
+    p.add_argument("--jobs", type=int, help="jobs per bounded-machine workload (default 200)")
+    p.add_argument("--log-jobs", type=int, help="jobs from the head of each real log "
+                                                "(default: all)")
+    p.add_argument("--bounds", nargs="*", type=float, default=list(BOUNDS),
+                   help="bounded machine's power bounds, as fractions of every node at peak")
     p.add_argument("--traces", nargs="*", default=["KTH-SP2", "SDSC-SP2"],
                    help="bundled logs of the real-log tables")
     p.add_argument("--loads", nargs="*", type=float, default=[0.3, 0.6],
@@ -183,7 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--exponent", type=float, help="model: dynamic power ~ clock^EXPONENT")
     p.add_argument("--kappa", nargs=2, type=float, metavar=("LO", "HI"),
                    help="model: range of the projects' compute-boundness")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     model = {}
     if args.exponent is not None:
         model["exponent"] = args.exponent
@@ -191,16 +206,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         model["kappa_range"] = tuple(args.kappa)
     shown = "".join(f", {k} {v}" for k, v in model.items())
     names = list(POLICIES)
-    seeds = range(2) if args.quick else range(5)
-    n_jobs = 100 if args.quick else 200
+    seeds = range(args.seeds or (2 if args.quick else 5))
+    n_jobs = args.jobs or (100 if args.quick else 200)
+    log_jobs = args.log_jobs or (3000 if args.quick else None)
     for load in args.loads:
-        rows = bounded_machine_table(seeds=seeds, n_jobs=n_jobs, load=load, model=model)
+        rows = bounded_machine_table(args.bounds, seeds, n_jobs, load, model=model)
         print(markdown(rows, names, f"64 nodes of 230 W, Poisson arrivals offering {load:g} "
                                     f"of the machine at peak, {n_jobs} jobs x {len(seeds)} "
                                     f"seeds, every job moldable{shown}: mean turnaround (s)"))
         print(flush=True)
     for trace in args.traces:
-        rows = real_log_table(trace, n_jobs=3000 if args.quick else None, model=model)
+        rows = real_log_table(trace, n_jobs=log_jobs, model=model)
         print(markdown(rows, names, f"{trace} on twice its nodes (bound 0.5 = its own nodes at "
                                     f"peak), half the jobs moldable{shown}: mean turnaround (s)"))
         print(flush=True)

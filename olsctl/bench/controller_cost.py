@@ -10,14 +10,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from olsctl.config import build_config
+from olsctl.policies.core.jit import compile_kernels, compiled
+from olsctl.policies.mqbf.forward import mqbf_warm_up
+from olsctl.runner import execute
+from olsctl.synth import CongestedSpec, congested_swf
+
 
 def kernels_ready() -> None:
     """Compile (or load) the kernels the controller's runs call, EASY's and MQBF's,
     before any run is timed: a first run after an install or a change would otherwise
     count their compile time as the controller's."""
-    from olsctl.policies.core.jit import compile_kernels, compiled
-    from olsctl.policies.mqbf.forward import mqbf_warm_up
-
     compile_kernels()
     mqbf_warm_up(compiled())
 
@@ -57,9 +60,6 @@ def bench_ols(trace: str, n_jobs: int, search: str = "grid", estimates: str = "e
     ``policy`` mapping; None: EASY); wall time of the whole run (parsing included) and the
     controller's part of it."""
     import tempfile
-
-    from olsctl.config import build_config
-    from olsctl.runner import execute
 
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
         config = build_config({"trace": trace, "estimates": estimates,
@@ -143,9 +143,6 @@ def tick_cost(trace: str, controller: dict | None = None, estimates: str = "exac
     import json
     import tempfile
 
-    from olsctl.config import build_config
-    from olsctl.runner import execute
-
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
         config = build_config({"trace": trace, "estimates": estimates,
                                "policy": policy or {"name": "easy"}, "out": tmp,
@@ -175,8 +172,6 @@ def bench_congested(quiet: str = "KTH-SP2", spec: Any = None, seed: int = 0,
     controller took least. Returns (congested, quiet)."""
     import tempfile
     from pathlib import Path
-
-    from olsctl.synth import CongestedSpec, congested_swf
 
     spec = spec or CongestedSpec()
     kernels_ready()

@@ -1,4 +1,6 @@
-"""Output files of a run: ``jobs.csv``, ``timeseries.csv`` and ``summary.json``.
+"""The files a run writes: ``jobs.csv``, ``timeseries.csv``, ``power.csv`` and
+``summary.json``, and the deterministic number text (:func:`num`) and atomic writes
+(:func:`write_atomic`) every other file olsctl writes uses too.
 
 Column names of ``jobs.csv`` follow the Batsim/evalys convention so their tools read it.
 Every file is written to a temporary name and renamed into place, so a reader never

@@ -1,5 +1,8 @@
-"""Rich renderers: data in, renderables out (the CLI prints them; tests render them to a
-fixed-width console)."""
+"""What the terminal shows of a run and a log: rich renderers, data in, renderables out
+(the run summary table, the settings, SLA, power and budget rows, the trace and power
+information views, the run's progress bar) and the number texts they share with
+:mod:`olsctl.report`'s tables. The CLI prints them; tests render them to a fixed-width
+console."""
 
 from __future__ import annotations
 
@@ -202,6 +205,12 @@ def budget_rows(budget: dict | None) -> list[tuple[str, str]]:
 
 def trace_info_view(info: dict) -> Group:
     """Everything ``olsctl trace info`` shows."""
+    return Group(_trace_head(info), _distributions(info), _size_runtime_buckets(info),
+                 _estimate_accuracy(info))
+
+
+def _trace_head(info: dict) -> Table:
+    """The log at a glance: installation, machine, records kept and dropped, span, load."""
     load = info["load"]
     head = Table(title=f"{info['file']}", show_header=False, title_justify="left")
     head.add_column("what", style="bold")
@@ -219,14 +228,24 @@ def trace_info_view(info: dict) -> Group:
     head.add_row("submit span", span)
     head.add_row("offered load", _f(info["offered_load"], 3))
     head.add_row("users", f"{info['users']:,}")
+    return head
 
+
+def _distributions(info: dict) -> Table:
+    """Mean and quantiles of the jobs' processors and runtimes."""
     dist = Table(title="distributions", title_justify="left")
     dist.add_column("")
     for col in ("mean", "min", "p25", "median", "p75", "p95", "max"):
         dist.add_column(col, justify="right")
-    for label, d, digits in (("processors", info["size"], 1), ("runtime (s)", info["runtime_s"], 0)):
-        dist.add_row(label, *(_f(d[k], digits) for k in ("mean", "min", "p25", "median", "p75", "p95", "max")))
+    for label, d, digits in (("processors", info["size"], 1),
+                             ("runtime (s)", info["runtime_s"], 0)):
+        dist.add_row(label, *(_f(d[k], digits)
+                              for k in ("mean", "min", "p25", "median", "p75", "p95", "max")))
+    return dist
 
+
+def _size_runtime_buckets(info: dict) -> Table:
+    """Jobs per range of processors and per range of runtime, side by side."""
     buckets = Table(title="jobs by size and runtime", title_justify="left")
     buckets.add_column("processors")
     buckets.add_column("jobs", justify="right")
@@ -238,7 +257,11 @@ def trace_info_view(info: dict) -> Group:
         r = runs[i] if i < len(runs) else {"range": "", "jobs": ""}
         buckets.add_row(s["range"], f"{s['jobs']:,}" if s["jobs"] != "" else "",
                         r["range"], f"{r['jobs']:,}" if r["jobs"] != "" else "")
+    return buckets
 
+
+def _estimate_accuracy(info: dict) -> Table:
+    """How the users' requested times compare with the runtimes, and the sizes' shapes."""
     est = info["estimates"]
     acc = Table(title="user estimates (runtime / requested time)", show_header=False,
                 title_justify="left")
@@ -251,7 +274,7 @@ def trace_info_view(info: dict) -> Group:
     acc.add_row("within 2x (accuracy 0.5-1)", _pct(est["within_2x"]))
     acc.add_row("serial jobs / power-of-two sizes",
                 f"{_pct(info['size']['serial'])} / {_pct(info['size']['power_of_two'])}")
-    return Group(head, dist, buckets, acc)
+    return acc
 
 
 def job_progress(console) -> Progress:

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from olsctl.config import build_config
-from olsctl.config.loading import read_yaml
+from olsctl.config.building import read_yaml
 from olsctl.errors import ConfigError
 from olsctl.study.grid import (BASE_METRICS, CONTROLLER_METRICS, POWER_METRICS, SLA_METRICS,
                                Study, _axes, _expand, _kind)
@@ -34,7 +34,7 @@ BACKENDS = ("loky", "dask")
 def load_study(path: str | Path, out: str | None = None, n_jobs: int | None = None) -> Study:
     """Read and validate a study file; ``out`` and ``n_jobs`` override the file's."""
     path = Path(path)
-    return study_from_data(_read_yaml(path), path, out, n_jobs)
+    return study_from_data(read_mapping(path), path, out, n_jobs)
 
 
 def study_from_data(data: dict, path: Path, out: str | None = None,
@@ -58,7 +58,9 @@ def study_from_data(data: dict, path: Path, out: str | None = None,
     return Study(src, columns=columns, points=points, **settings)
 
 
-def _read_yaml(path: Path) -> dict:
+def read_mapping(path: Path) -> dict:
+    """The data of a YAML file whose top level must be a mapping (a study, tune or base
+    config file); anything else is a :class:`ConfigError` naming the file."""
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys, got {_kind(data)}")
@@ -75,7 +77,7 @@ def _base_data(src: str, study_dir: Path, spec: Any) -> dict:
         base_path = study_dir / spec
         if not base_path.is_file():
             raise ConfigError(f"{src}: base: no such config file: {spec} (looked in {study_dir})")
-        data = _read_yaml(base_path)
+        data = read_mapping(base_path)
         build_config(data, source=str(base_path), base_dir=base_path.parent)
         data = _rebase_paths(data, base_path.parent, study_dir)
     elif isinstance(spec, dict):

@@ -1,12 +1,14 @@
-"""MQBF what-ifs, Python pass against the compiled loop (:mod:`olsctl.policies.mqbf.whatif`), on the
-what-ifs a real MQBF/OLS run asks for (``configs/mqbf-ols.yaml`` on a bundled log).
+"""The speed of MQBF what-ifs: the policy's Python pass against the compiled loop
+(:mod:`olsctl.policies.mqbf.whatif`), on the what-ifs a real MQBF/OLS run asks for
+(``configs/mqbf-ols.yaml`` on a bundled log).
 
-``python -m olsctl.bench.mqbf_whatif [--trace SDSC-SP2] [--every 10] [--turns 5]``
+``python -m olsctl.bench.mqbf_whatif_speed [--trace SDSC-SP2] [--every 10] [--turns 5]``
 runs the config and collects the what-ifs of every tenth controller tick (snapshot and
-machine setting of each), then times them run by the policy's Python pass and by the compiled loop, in
-turns in the same process, and prints what-ifs per second and the ratio; both must give
-the same starts. ``--check`` instead runs the whole config once, checking every what-if
-the controller runs against the compiled loop, and prints how many it compared.
+machine setting of each), then times them run by the policy's Python pass and by the
+compiled loop, in turns in the same process, and prints what-ifs per second and the
+ratio; both must give the same starts. ``--check`` instead runs the whole config once,
+checking every what-if the controller runs against the compiled loop, and prints how many
+it compared.
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
+from olsctl.config import load_config, with_overrides
 from olsctl.controller import batch as batches
 from olsctl.controller.scoring import WhatIfRun
+from olsctl.controller.tick import Controller
 from olsctl.controller.trials import setting_of
+from olsctl.errors import OlsctlError
 from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate
 from olsctl.policies import make_policy
+from olsctl.policies.core.jit import compiled
+from olsctl.policies.mqbf.forward import mqbf_warm_up
+from olsctl.runner import execute
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
 
@@ -84,8 +92,6 @@ def same(a: tuple, b: tuple) -> bool:
 
 
 def _config(trace: str, out: str, config: Path = CONFIG):
-    from olsctl.config import load_config, with_overrides
-
     return with_overrides(load_config(config), {"trace": trace, "out": out})
 
 
@@ -95,9 +101,6 @@ def _run_with(trace: str, hook, ticks: int | None = None, config: Path = CONFIG)
     from 1 (``ticks``: stop after that many). The controller's what-ifs, which it would
     run compiled, run by the policy's Python pass here (no template), so that each can be
     compared with the compiled loop."""
-    from olsctl.controller.tick import Controller
-    from olsctl.runner import execute
-
     class Enough(Exception):
         pass
 
@@ -212,7 +215,7 @@ def bench(cases: list[Case], turns: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m olsctl.bench.mqbf_whatif")
+    parser = argparse.ArgumentParser(prog="python -m olsctl.bench.mqbf_whatif_speed")
     parser.add_argument("--trace", default="SDSC-SP2")
     parser.add_argument("--ticks", type=int, default=None, help="only the first ticks")
     parser.add_argument("--every", type=int, default=10, help="the what-ifs of every n-th tick")
@@ -234,9 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     jobs = sum(c.snap.job_id.size for c in cases) / max(1, len(cases))
     print(f"{args.trace}: {len(cases)} what-ifs of every {args.every}th tick, {jobs:.1f} "
           f"jobs each on average (collected in {time.perf_counter() - t0:.1f} s)")
-    from olsctl.policies.core.jit import compiled
-    from olsctl.policies.mqbf.forward import mqbf_warm_up
-
     t0 = time.perf_counter()
     mqbf_warm_up(compiled())
     print(f"compiled kernels ready in {time.perf_counter() - t0:.1f} s")
@@ -250,8 +250,6 @@ def _main() -> int:
     """:func:`main`, with a known input error (a config or trace that cannot be read) as
     one line and exit code 2."""
     import sys
-
-    from olsctl.errors import OlsctlError
 
     try:
         return main()

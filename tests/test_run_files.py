@@ -1,5 +1,5 @@
 """Output files formatted a column at a time: the same bytes as formatting value by value
-(:func:`olsctl.output.num`), piece by piece; job records turned into columns in one go."""
+(:func:`olsctl.run_files.num`), piece by piece; job records turned into columns in one go."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from olsctl import output
+from olsctl import run_files
 from olsctl.metrics import job_columns
-from olsctl.output import column_bytes, csv_chunks, csv_text, jobs_csv, num, timeseries_csv
+from olsctl.run_files import column_bytes, csv_chunks, csv_text, jobs_csv, num, timeseries_csv
 from olsctl.records import JobRecord, RunRecords, TimeSeries
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 9.0, 10.0, 99.0, 100.0, 2.5, 1e16, -1e16,
@@ -46,7 +46,7 @@ def test_booleans_are_written_as_0_and_1():
 
 @pytest.mark.parametrize("rows", [1, 7, 1 << 15])
 def test_csv_pieces_join_to_the_text_of_each_value(monkeypatch, rows):
-    monkeypatch.setattr(output, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(run_files, "CHUNK_ROWS", rows)
     floats = np.array(_floats(2, 50) + SPECIAL)
     cols = [floats, np.arange(floats.size), floats[::-1].copy(), floats > 0]
     head = ["a", "b", "c", "d"]
@@ -76,10 +76,10 @@ def test_jobs_and_timeseries_csv_are_the_bytes_of_formatting_value_by_value():
     c = job_columns(rec)
     cols = [c.job_id, c.submit_s, c.start_s, c.end_s, c.runtime_s, c.wait_s, c.turnaround_s,
             c.procs, c.estimate_s, c.bsld]
-    assert jobs_csv(c) == csv_text(output.JOB_COLUMNS, zip(*(x.tolist() for x in cols)))
+    assert jobs_csv(c) == csv_text(run_files.JOB_COLUMNS, zip(*(x.tolist() for x in cols)))
     s = rec.samples
     assert timeseries_csv(s) == csv_text(
-        output.TIMESERIES_COLUMNS,
+        run_files.TIMESERIES_COLUMNS,
         zip(list(s.time_s), list(s.queue_len), list(s.busy_procs), list(s.active_procs)))
 
 
