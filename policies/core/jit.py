@@ -34,6 +34,10 @@ _COMPILED: "types.SimpleNamespace | None" = None
 _SCOPE: dict = {}
 _PENDING: list[str] = []
 
+#: the kernels made by :func:`specialize`: for each, its step names and the kernels bound
+#: to them
+_STEPS: dict[str, dict[str, str]] = {}
+
 #: what compiles each kernel module's kernels on a tiny case (see :func:`warm_up`)
 _WARM_UPS: list[Callable] = []
 
@@ -79,6 +83,23 @@ def kernel(func: Callable | None = None, *, inline: bool = False,
     return func
 
 
+def specialize(template: Callable, name: str, *, refcounts: bool = True,
+               **steps: Callable) -> Callable:
+    """A kernel named ``name`` that runs ``template``'s code with its global names
+    ``steps`` bound to the given kernels: one loop written once, each policy family's
+    instance calling that family's steps (compiled into it where they are marked
+    ``inline``). The plain function runs the same way uncompiled. ``refcounts`` as for
+    :func:`kernel`."""
+    scope = dict(template.__globals__)
+    scope.update(steps)
+    func = types.FunctionType(template.__code__, scope, name, template.__defaults__,
+                              template.__closure__)
+    func.__qualname__ = name
+    func.__doc__ = template.__doc__
+    _STEPS[name] = {step: bound.__name__ for step, bound in steps.items()}
+    return kernel(func, refcounts=refcounts)
+
+
 def warm_up(func: Callable) -> Callable:
     """Register ``func(k)``, which runs a kernel module's kernels ``k``
     (:func:`compiled`) on a tiny case, for :func:`compile_kernels` (returned
@@ -109,14 +130,15 @@ def compiled() -> types.SimpleNamespace:
         _skip_blas_probe()
         _SCOPE.update(_shared_scope(_KERNELS.values()))
         _COMPILED = types.SimpleNamespace()
-        for name in _KERNELS:
+        for name in sorted(_KERNELS, key=_STEPS.__contains__):  # (the steps first)
             _compile(name)
     elif _PENDING:  # kernel modules imported since: their names join the scope
         late = [_KERNELS[name] for name in _PENDING]
         for name, value in _shared_scope(late).items():
             _bind(_SCOPE, name, value, late[0])
-        while _PENDING:
-            _compile(_PENDING.pop(0))
+        for name in sorted(_PENDING, key=_STEPS.__contains__):
+            _compile(name)
+        _PENDING.clear()
     return _COMPILED
 
 
@@ -125,7 +147,11 @@ def _compile(name: str) -> None:
     from numba import njit
 
     func = _KERNELS[name]
-    copy = types.FunctionType(func.__code__, _SCOPE, name, func.__defaults__,
+    scope = _SCOPE
+    if name in _STEPS:  # its steps bound to the compiled kernels
+        scope = dict(_SCOPE)
+        scope.update({step: _SCOPE[bound] for step, bound in _STEPS[name].items()})
+    copy = types.FunctionType(func.__code__, scope, name, func.__defaults__,
                               func.__closure__)
     copy.__qualname__ = func.__qualname__
     copy.__module__ = func.__module__
@@ -144,8 +170,9 @@ def _shared_scope(funcs: "Iterable[Callable] | None" = None) -> dict:
     other's."""
     scope: dict = {}
     for func in _KERNELS.values() if funcs is None else funcs:
+        steps = _STEPS.get(func.__name__, ())
         for name, value in func.__globals__.items():
-            if name not in _KERNELS:
+            if name not in _KERNELS and name not in steps:
                 _bind(scope, name, value, func)
     return scope
 

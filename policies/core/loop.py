@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.backfill import INF
+from olsctl.policies.core.backfill import INF, remove_running
 from olsctl.policies.core.bound import bound_start, bound_value, missed
+from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.order import WFP
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -154,3 +155,116 @@ def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
     if wake_t < t:
         t = wake_t
     return INF if t > until else t
+
+
+@kernel(inline=True)
+def order_started(order: np.ndarray, queue: np.ndarray, nq: int, start: np.ndarray,
+                  ns: int) -> int:
+    """A pass in a changing order (WFP) started ``ns`` jobs: they leave both the kept
+    order and the queue in arrival order (each moved up behind them); returns how many
+    still wait."""
+    still_waiting(order, nq, start, ns)
+    return still_waiting(queue, nq, start, ns)
+
+
+def what_if_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
+                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
+                 started: np.ndarray, clock: np.ndarray, count: np.ndarray,
+                 seen: np.ndarray, bsld_s: float, ps: tuple) -> bool:
+    """The event order of one instant, written once for every compiled what-if: the
+    completions due (the heap of true ends), then a wake under way (``WAKE_T``:
+    ``WAKE_N`` processors active), then one pass if something happened (``DUE``); until
+    every job has started, nothing more can happen, the next instant is past ``UNTIL``,
+    or the SLA bound cuts the run short (returns True; ``VALUE`` holds the bound, and a
+    call again goes on under ``LIMIT``, or with no bound once ``METRIC`` is 0).
+
+    A template, not a kernel: each family makes its loop of it with
+    :func:`olsctl.policies.core.jit.specialize`, binding the steps it calls to its own
+    kernels, as a SimPy resource supplies only its put and get to the queue loop its base
+    class writes once. ``ps`` holds the family's own arrays, which only its steps read:
+
+    - ``pass_marks(ps, queue, nq, procs)``: the pass's mark at the start (an int the
+      steps keep between passes: EASY's head position, MQBF's narrowest waiting job);
+    - ``pass_step(code, ps, now, idle, n_pos, nq, mark, queue, procs, est, submit, start,
+      running, n_run, started)``: one pass with ``idle`` processors free; returns (jobs
+      started, listed in ``started``; running jobs; mark);
+    - ``pass_started(code, ps, ns, nq, mark, queue, start, procs)``: ``ns`` jobs started;
+      returns (jobs still waiting, mark);
+    - ``pass_finished(ps, j)``: job ``j`` ended; ``pass_woke(ps, active)``: a wake
+      finished with ``active`` processors.
+
+    ``queue[:NQ]`` waits in arrival order (in a fixed order, a family keeps the queue by
+    position in ``ps`` and ``n_pos`` counts the positions); ``start`` gets each start.
+    The arrays hold the whole run between calls; the loop allocates nothing (its
+    instances are compiled without reference counts)."""
+    acc = clock[N_CLOCK:]
+    cnt = count[BOUND_COUNTS:]
+    now = clock[NOW]
+    wake_t = clock[WAKE_T]
+    until = clock[UNTIL]
+    active = count[ACTIVE]
+    busy = count[BUSY]
+    nq = count[NQ]
+    n_run = count[NRUN]
+    n_heap = count[NHEAP]
+    due = count[DUE]
+    metric = count[METRIC]
+    finishes = count[FINISHES]
+    at_bound = count[AT_BOUND] != 0
+    cut = False
+    # in a fixed order: nq counts the jobs still waiting, n_pos the positions
+    fixed = code != WFP
+    n_pos = nq if fixed else 0
+    mark = pass_marks(ps, queue, nq, procs)  # noqa: F821  (bound by specialize)
+    while True:
+        if not at_bound:
+            if due:
+                due = 0
+                ns, n_run, mark = pass_step(  # noqa: F821
+                    code, ps, now, active - busy, n_pos, nq, mark, queue, procs, est,
+                    submit, start, running, n_run, started)
+                if ns:
+                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
+                                               submit, heap_t, heap_j, n_heap, metric, acc,
+                                               cnt, seen, bsld_s)
+                    busy += took
+                    nq, mark = pass_started(code, ps, ns, nq, mark, queue,  # noqa: F821
+                                            start, procs)
+            if nq == 0:
+                break
+        at_bound = False
+        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
+                        until)
+        if t != t:  # NaN: the SLA bound cut the run short
+            at_bound = cut = True
+            break
+        if t == INF:
+            break
+        now = t
+        while n_heap and heap_t[0] == now:
+            j = heap_j[0]
+            n_heap = heap_pop(heap_t, heap_j, n_heap)
+            n_run = remove_running(running, n_run, j)
+            busy -= procs[j]
+            pass_finished(ps, j)  # noqa: F821
+            finishes += 1
+            due = 1
+        if now == wake_t:
+            active = count[WAKE_N]
+            pass_woke(ps, active)  # noqa: F821
+            wake_t = INF
+            due = 1
+    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
+        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
+    clock[NOW] = now
+    clock[WAKE_T] = wake_t
+    count[ACTIVE] = active
+    count[BUSY] = busy
+    count[NQ] = nq
+    count[NRUN] = n_run
+    count[NHEAP] = n_heap
+    count[DUE] = due
+    count[FINISHES] = finishes
+    count[AT_BOUND] = 1 if at_bound else 0
+    return cut

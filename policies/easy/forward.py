@@ -14,12 +14,10 @@ pass's order (:func:`ranked_pass`).
 from __future__ import annotations
 
 from olsctl.policies.core.loop import ACTIVE
-from olsctl.policies.core.loop import AT_BOUND
 from olsctl.policies.core.loop import BOUND_COUNTS
 from olsctl.policies.core.loop import BUSY
 from olsctl.policies.core.loop import DUE
 from olsctl.policies.core.loop import EST
-from olsctl.policies.core.loop import FINISHES
 from olsctl.policies.core.loop import FLOAT_BLOCKS
 from olsctl.policies.core.loop import HEAP_J
 from olsctl.policies.core.loop import HEAP_T
@@ -54,23 +52,20 @@ from olsctl.policies.core.loop import WAKE_N
 from olsctl.policies.core.loop import WAKE_T
 from olsctl.policies.core.loop import block
 from olsctl.policies.core.score import closest_pick
-from olsctl.policies.core.loop import cut_or_next
-from olsctl.policies.core.loop import heap_pop
 from olsctl.policies.core.loop import heap_push
 from olsctl.policies.core.index import index_open
 from olsctl.policies.easy.kernels import indexed_pass
-from olsctl.policies.core.loop import note_starts
 from olsctl.policies.easy.kernels import ranked_pass
 from olsctl.policies.core.score import rows_scored
 from olsctl.policies.core.loop import running_block
 from olsctl.policies.core.score import score_columns
-from olsctl.policies.core.loop import still_waiting
 from olsctl.policies.core.score import went_to
 
 import numpy as np
 
-from olsctl.policies.core.jit import kernel, warm_up
-from olsctl.policies.core.backfill import INF, insert_running, remove_running
+from olsctl.policies.core.jit import kernel, specialize, warm_up
+from olsctl.policies.core.loop import order_started, what_if_loop
+from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.bound import MEAN_BSLD, bound_open
 from olsctl.policies.core.order import WFP, ordered_queue
 
@@ -187,103 +182,62 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
         size, wide, short = index_open(order, nq, procs, est)
         at = np.empty(nq, dtype=np.int64)
     return forward_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
-                        heap_j, started, clock, count, seen, bsld_s, order, size, wide,
-                        short, at)
+                        heap_j, started, clock, count, seen, bsld_s,
+                        (order, size, wide, short, at))
 
 
-@kernel(refcounts=False)
-def forward_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
-                 submit: np.ndarray, start: np.ndarray, queue: np.ndarray,
-                 running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
-                 started: np.ndarray, clock: np.ndarray, count: np.ndarray,
-                 seen: np.ndarray, bsld_s: float, order: np.ndarray, size: int,
-                 wide: np.ndarray, short: np.ndarray, at: np.ndarray) -> bool:
-    """:func:`run_forward`'s loop. At each instant: the completions due (the heap of
-    true ends), then a wake under way (``WAKE_T``: ``WAKE_N`` processors active), then
-    one pass if something happened (``DUE``). ``queue[:NQ]`` waits in arrival order;
-    ``start`` gets each start. The arrays hold the whole run between calls. In a fixed
-    order, ``order`` holds the waiting jobs by position, with their index (``size``,
-    ``wide``, ``short``) and room for a pass's positions (``at``); in WFP order,
-    ``order[:NQ]`` holds the waiting jobs in the last pass's order, ``wide`` each job's
-    arrival rank and ``short`` room for each job's key. It allocates nothing (compiled
-    without reference counts)."""
-    acc = clock[N_CLOCK:]
-    cnt = count[BOUND_COUNTS:]
-    now = clock[NOW]
-    wake_t = clock[WAKE_T]
-    until = clock[UNTIL]
-    active = count[ACTIVE]
-    busy = count[BUSY]
-    nq = count[NQ]
-    n_run = count[NRUN]
-    n_heap = count[NHEAP]
-    due = count[DUE]
-    metric = count[METRIC]
-    finishes = count[FINISHES]
-    at_bound = count[AT_BOUND] != 0
-    cut = False
-    # in a fixed order: nq counts the jobs still waiting, n_pos the positions, h the
-    # head's
-    fixed = code != WFP
-    n_pos = nq if fixed else 0
-    h = 0
-    while True:
-        if not at_bound:
-            if due:
-                due = 0
-                if fixed:
-                    ns, n_run, h = indexed_pass(now, active - busy, order, n_pos, nq, h,
-                                                procs, est, start, running, n_run, size, wide,
-                                                short, started, at)
-                else:
-                    ns, n_run = ranked_pass(code, now, active - busy, order, nq, wide, short,
-                                            queue, procs, est, submit, running, n_run,
-                                            started)
-                if ns:
-                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
-                                               submit, heap_t, heap_j, n_heap, metric, acc,
-                                               cnt, seen, bsld_s)
-                    busy += took
-                    if fixed:
-                        nq -= ns
-                    else:
-                        still_waiting(order, nq, start, ns)
-                        nq = still_waiting(queue, nq, start, ns)
-            if nq == 0:
-                break
-        at_bound = False
-        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
-                        until)
-        if t != t:  # NaN: the SLA bound cut the run short
-            at_bound = cut = True
-            break
-        if t == INF:
-            break
-        now = t
-        while n_heap and heap_t[0] == now:
-            j = heap_j[0]
-            n_heap = heap_pop(heap_t, heap_j, n_heap)
-            n_run = remove_running(running, n_run, j)
-            busy -= procs[j]
-            finishes += 1
-            due = 1
-        if now == wake_t:
-            active = count[WAKE_N]
-            wake_t = INF
-            due = 1
-    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
-        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
-    clock[NOW] = now
-    clock[WAKE_T] = wake_t
-    count[ACTIVE] = active
-    count[BUSY] = busy
-    count[NQ] = nq
-    count[NRUN] = n_run
-    count[NHEAP] = n_heap
-    count[DUE] = due
-    count[FINISHES] = finishes
-    count[AT_BOUND] = 1 if at_bound else 0
-    return cut
+@kernel(inline=True)
+def easy_marks(ps: tuple, queue: np.ndarray, nq: int, procs: np.ndarray) -> int:
+    """EASY's mark at a loop's start: the head's position (0)."""
+    return 0
+
+
+@kernel(inline=True)
+def easy_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: int, h: int,
+              queue: np.ndarray, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+              start: np.ndarray, running: np.ndarray, n_run: int,
+              started: np.ndarray) -> tuple:
+    """EASY's pass in the what-if loop (:func:`olsctl.policies.core.loop.what_if_loop`):
+    in a fixed order, over the queue kept by position with its index from the head's
+    position ``h`` (:func:`indexed_pass`); in WFP order, over the queue sorted again from
+    the last pass's order (:func:`ranked_pass`)."""
+    order, size, wide, short, at = ps
+    if code != WFP:
+        return indexed_pass(now, idle, order, n_pos, nq, h, procs, est, start, running,
+                            n_run, size, wide, short, started, at)
+    ns, n_run = ranked_pass(code, now, idle, order, nq, wide, short, queue, procs, est,
+                            submit, running, n_run, started)
+    return ns, n_run, h
+
+
+@kernel(inline=True)
+def easy_started(code: int, ps: tuple, ns: int, nq: int, h: int, queue: np.ndarray,
+                 start: np.ndarray, procs: np.ndarray) -> tuple:
+    """``ns`` jobs started: by position, they leave holes; in WFP order, they leave the
+    kept order and the queue."""
+    if code != WFP:
+        return nq - ns, h
+    return order_started(ps[0], queue, nq, start, ns), h
+
+
+@kernel(inline=True)
+def easy_finished(ps: tuple, j: int) -> None:
+    """Nothing of EASY's own to update when a job ends."""
+
+
+@kernel(inline=True)
+def easy_woke(ps: tuple, active: int) -> None:
+    """Nothing of EASY's own to update when a wake finishes."""
+
+
+#: EASY's what-if loop: the one loop with EASY's steps. In a fixed order, ``ps`` = (the
+#: waiting jobs by position, the index's size, widths and estimates, room for a pass's
+#: positions); in WFP order, (the waiting jobs in the last pass's order, 0, each job's
+#: arrival rank, room for each job's key, unused)
+forward_loop = specialize(what_if_loop, "forward_loop", refcounts=False,
+                          pass_marks=easy_marks, pass_step=easy_step,
+                          pass_started=easy_started, pass_finished=easy_finished,
+                          pass_woke=easy_woke)
 
 
 @kernel

@@ -37,11 +37,12 @@ from olsctl.policies.mqbf.phases import pass_parts
 
 import numpy as np
 
-from olsctl.policies.core.loop import ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES, LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL, VALUE, WAKE_N, WAKE_T, cut_or_next, heap_pop, heap_push, note_starts, still_waiting
+from olsctl.policies.core.loop import ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES, LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL, VALUE, WAKE_N, WAKE_T, heap_push
 from olsctl.policies.core.score import N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED, closest_pick, rows_scored, score_columns, went_to
 from olsctl.policies.core.index import index_open
-from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.backfill import INF, insert_running, remove_running
+from olsctl.policies.core.jit import kernel, specialize
+from olsctl.policies.core.loop import order_started, what_if_loop
+from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.order import WFP, order_into
 from olsctl.policies.core.bound import bound_open
 
@@ -123,120 +124,83 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
             wide[queue[i]] = i
     else:
         size, wide, short = index_open(order[0], n_pos, procs, est)
-    return mqbf_loop(code, borrow, weights, procs, est, runtime, submit, start, queue_of,
-                     queue, alloc, held, owned, running, heap_t, heap_j, times, free,
-                     pivot_s, pivot_j, started, count, clock, seen, bsld_s, parts, least,
-                     order, done, size, wide, short)
+    return mqbf_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
+                     heap_j, started, clock, count, seen, bsld_s,
+                     (borrow, weights, queue_of, alloc, held, owned, times, free, pivot_s,
+                      pivot_j, parts, least, order, done, size, wide, short))
 
 
-@kernel(refcounts=False)
-def mqbf_loop(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
-              est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
-              start: np.ndarray, queue_of: np.ndarray, queue: np.ndarray,
-              alloc: np.ndarray, held: np.ndarray, owned: np.ndarray,
-              running: np.ndarray, heap_t: np.ndarray, heap_j: np.ndarray,
-              times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray,
-              pivot_j: np.ndarray, started: np.ndarray, count: np.ndarray,
-              clock: np.ndarray, seen: np.ndarray, bsld_s: float, parts: np.ndarray,
-              least: np.ndarray, order: np.ndarray, done: np.ndarray, size: int,
-              wide: np.ndarray, short: np.ndarray) -> bool:
-    """:func:`mqbf_forward`'s loop, with the scratch of a pass (``parts``, ``least``,
-    ``done``) and, in a fixed order, the queue in it (``order[0]``), each queue's jobs
-    linked (``order[1]``) and the index (``size``, ``wide``, ``short``); in WFP order,
-    the queue in the last pass's order (``order[0]``), each job's arrival rank
-    (``wide``) and room for its key (``short``). It allocates nothing (compiled without
-    reference counts)."""
-    acc = clock[N_CLOCK:]
-    cnt = count[BOUND_COUNTS:]
-    now = clock[NOW]
-    wake_t = clock[WAKE_T]
-    until = clock[UNTIL]
-    active = count[ACTIVE]
-    busy = count[BUSY]
-    nq = count[NQ]
-    n_run = count[NRUN]
-    n_heap = count[NHEAP]
-    due = count[DUE]
-    metric = count[METRIC]
-    finishes = count[FINISHES]
-    at_bound = count[AT_BOUND] != 0
-    k = len(owned)
-    cut = False
-    # nq counts the jobs still waiting, n_pos the positions
-    fixed = code != WFP
-    n_pos = nq if fixed else 0
-    ordered = order[0]
-    after = order[1]
-    narrowest = narrowest_of(queue[:nq], procs)  # (changes only when jobs start)
-    while True:
-        if not at_bound:
-            if due:
-                due = 0
-                ns = 0
-                if not pass_opens(active - busy, narrowest, pivot_s, pivot_j):
-                    pass  # (nothing waiting is narrow enough)
-                elif fixed:
-                    ns, n_run = mqbf_indexed_phases(borrow, now, active - busy, ordered,
-                                                    after, done, procs, est, queue_of,
-                                                    owned, held, running, n_run, alloc,
-                                                    times, free, pivot_s, pivot_j, started,
-                                                    parts, least, size, wide, short)
-                else:
-                    ns, n_run = mqbf_phases(code, borrow, now, active - busy, queue[:nq],
-                                            procs, est, submit, queue_of, owned, held,
-                                            running, n_run, alloc, times, free, pivot_s,
-                                            pivot_j, started, order, done, parts, least,
-                                            wide, short)
-                if ns:
-                    took, n_heap = note_starts(ns, started, now, start, procs, runtime,
-                                               submit, heap_t, heap_j, n_heap, metric, acc,
-                                               cnt, seen, bsld_s)
-                    busy += took
-                    if fixed:
-                        nq -= ns
-                        narrowest = wide[1] if nq else 0
-                    else:
-                        still_waiting(ordered, nq, start, ns)
-                        nq = still_waiting(queue, nq, start, ns)
-                        narrowest = narrowest_of(queue[:nq], procs)
-            if nq == 0:
-                break
-        at_bound = False
-        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
-                        until)
-        if t != t:  # NaN: the SLA bound cut the run short
-            at_bound = cut = True
-            break
-        if t == INF:
-            break
-        now = t
-        while n_heap and heap_t[0] == now:
-            j = heap_j[0]
-            n_heap = heap_pop(heap_t, heap_j, n_heap)
-            n_run = remove_running(running, n_run, j)
-            busy -= procs[j]
-            for p in range(k):
-                held[p] -= alloc[j, p]
-            finishes += 1
-            due = 1
-        if now == wake_t:
-            active = count[WAKE_N]
-            partition_counts(weights, active, owned)
-            wake_t = INF
-            due = 1
-    if fixed:  # the queue (arrival order) moves up behind the jobs started, as between
-        still_waiting(queue, n_pos, start, n_pos - nq)  # calls it must
-    clock[NOW] = now
-    clock[WAKE_T] = wake_t
-    count[ACTIVE] = active
-    count[BUSY] = busy
-    count[NQ] = nq
-    count[NRUN] = n_run
-    count[NHEAP] = n_heap
-    count[DUE] = due
-    count[FINISHES] = finishes
-    count[AT_BOUND] = 1 if at_bound else 0
-    return cut
+@kernel(inline=True)
+def mqbf_marks(ps: tuple, queue: np.ndarray, nq: int, procs: np.ndarray) -> int:
+    """MQBF's mark at a loop's start: the narrowest waiting job's width (it changes only
+    when jobs start)."""
+    return narrowest_of(queue[:nq], procs)
+
+
+@kernel(inline=True)
+def mqbf_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: int,
+              narrowest: int, queue: np.ndarray, procs: np.ndarray, est: np.ndarray,
+              submit: np.ndarray, start: np.ndarray, running: np.ndarray, n_run: int,
+              started: np.ndarray) -> tuple:
+    """MQBF's pass in the what-if loop (:func:`olsctl.policies.core.loop.what_if_loop`):
+    none when nothing waiting is narrow enough for the ``idle`` processors; in a fixed
+    order, the indexed phases over the queue kept by position; in WFP order, the phases
+    over the queue sorted again from the last pass's order."""
+    (borrow, weights, queue_of, alloc, held, owned, times, free, pivot_s, pivot_j, parts,
+     least, order, done, size, wide, short) = ps
+    if not pass_opens(idle, narrowest, pivot_s, pivot_j):
+        return 0, n_run, narrowest
+    if code != WFP:
+        ns, n_run = mqbf_indexed_phases(borrow, now, idle, order[0], order[1], done, procs,
+                                        est, queue_of, owned, held, running, n_run, alloc,
+                                        times, free, pivot_s, pivot_j, started, parts, least,
+                                        size, wide, short)
+    else:
+        ns, n_run = mqbf_phases(code, borrow, now, idle, queue[:nq], procs, est, submit,
+                                queue_of, owned, held, running, n_run, alloc, times, free,
+                                pivot_s, pivot_j, started, order, done, parts, least, wide,
+                                short)
+    return ns, n_run, narrowest
+
+
+@kernel(inline=True)
+def mqbf_started(code: int, ps: tuple, ns: int, nq: int, narrowest: int,
+                 queue: np.ndarray, start: np.ndarray, procs: np.ndarray) -> tuple:
+    """``ns`` jobs started: they leave the queue (holes by position, or the kept order
+    in WFP order), and the narrowest waiting job is found again (the index's root, by
+    position)."""
+    if code != WFP:
+        nq -= ns
+        return nq, ps[15][1] if nq else 0
+    nq = order_started(ps[12][0], queue, nq, start, ns)
+    return nq, narrowest_of(queue[:nq], procs)
+
+
+@kernel(inline=True)
+def mqbf_finished(ps: tuple, j: int) -> None:
+    """Job ``j`` ended: its partitions get back what it held."""
+    alloc, held = ps[3], ps[4]
+    for p in range(len(held)):
+        held[p] -= alloc[j, p]
+
+
+@kernel(inline=True)
+def mqbf_woke(ps: tuple, active: int) -> None:
+    """A wake finished: the partitions split the ``active`` processors again."""
+    partition_counts(ps[1], active, ps[5])
+
+
+#: MQBF's what-if loop: the one loop with MQBF's steps; ``ps`` = (borrow, the partitions'
+#: weights, each job's queue, each job's processors per partition, what the running jobs
+#: hold, each partition's share, the profile's times and free processors, the pivots'
+#: reservations and jobs, a pass's scratch (parts, least), the queue in its order and
+#: each queue's jobs linked (or in WFP order, the last pass's order), done, and the
+#: index's size, widths and estimates (in WFP order: 0, each job's arrival rank, room
+#: for each job's key))
+mqbf_loop = specialize(what_if_loop, "mqbf_loop", refcounts=False,
+                       pass_marks=mqbf_marks, pass_step=mqbf_step,
+                       pass_started=mqbf_started, pass_finished=mqbf_finished,
+                       pass_woke=mqbf_woke)
 
 
 @kernel
