@@ -24,8 +24,7 @@ from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, Simulat
                            TraceError)
 from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
-from olsctl.policies import make_policy
-from olsctl.policies.core.jit import compile_kernels
+from olsctl.policies import compile_kernels, make_policy
 from olsctl.power import accounting
 from olsctl.power.setup import power_inputs, power_setup
 from olsctl.records import RunRecords

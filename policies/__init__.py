@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from olsctl.policies.core import jit
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.registry import CompiledPath, Param, Policy, PolicyEntry
 from olsctl.policies.easy import EasyBackfill
@@ -161,6 +162,18 @@ def compiled_path(policy: Any) -> CompiledPath | None:
     return entry.compiled
 
 
+def compile_kernels() -> float:
+    """Compile (or load from numba's cache) the kernels of every registered family's
+    compiled what-if path, with those of any other kernel module imported so far (SLA
+    feedback's, in a controller's process), by running their warm-ups; returns the
+    seconds it took (:func:`olsctl.policies.core.jit.compile_kernels`)."""
+    for entry in REGISTRY.values():
+        if entry.compiled is not None:
+            entry.compiled.whatif_module()
+            entry.compiled.batch_module()
+    return jit.compile_kernels()
+
+
 def policy_error(spec: Mapping[str, Any]) -> str | None:
     """Why ``spec`` cannot build a policy (``key: reason``), or None if it can."""
     try:
@@ -171,4 +184,4 @@ def policy_error(spec: Mapping[str, Any]) -> str | None:
 
 
 __all__ = ["CompiledPath", "Param", "Policy", "PolicyBase", "PolicyEntry", "REGISTRY",
-           "compiled_path", "make_policy", "policy_error", "register"]
+           "compile_kernels", "compiled_path", "make_policy", "policy_error", "register"]

@@ -99,7 +99,8 @@ _COMPILE_KERNELS = r"""
 import json, time
 import numpy as np
 import olsctl.feedback  # (a controller's process: SLA feedback's kernel registered too)
-from olsctl.policies.core.jit import _KERNELS, compile_kernels, compiled
+from olsctl.policies import compile_kernels
+from olsctl.policies.core.jit import _KERNELS, compiled
 
 def signatures():
     k = compiled()
@@ -127,8 +128,8 @@ print(json.dumps({"type": type(seconds).__name__, "seconds": seconds, "elapsed":
 
 #: kernels the what-if loops enter by (the other kernels are compiled into their callers
 #: and hold no code of their own): compile_kernels() must leave each compiled
-ENTRY_KERNELS = ["closest", "easy_candidates", "easy_forward", "forward_open", "settle_row",
-                 "template_open", "window_metric"]
+ENTRY_KERNELS = ["closest", "easy_candidates", "easy_forward", "easy_go_on", "forward_open",
+                 "settle_row", "template_open", "window_metric"]
 
 
 def test_compile_kernels_reports_seconds():

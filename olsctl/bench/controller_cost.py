@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from olsctl.config import build_config
-from olsctl.policies.core.jit import compile_kernels, compiled
+from olsctl.policies import compile_kernels
+from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf.forward import mqbf_warm_up
 from olsctl.runner import execute
 from olsctl.synth import CongestedSpec, congested_swf

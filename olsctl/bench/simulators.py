@@ -167,7 +167,7 @@ def compile_times() -> tuple[float, float]:
     import sys
     import tempfile
 
-    code = ("import olsctl.feedback; from olsctl.policies.core.jit import compile_kernels; "
+    code = ("import olsctl.feedback; from olsctl.policies import compile_kernels; "
             "print(compile_kernels())")
     times = []
     with tempfile.TemporaryDirectory(prefix="olsctl-numba-") as tmp:

@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
+import numpy as np
+
 from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask, known_costs, weighted_cost
+from olsctl.policies.core.score import closest_pick
 
 if TYPE_CHECKING:
     from olsctl.controller.dispatch import Dispatcher
@@ -170,15 +173,14 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
     trials = list(trials)
     first = True
     while True:
-        best, open_ = _open(trials, metric)
-        if not open_:
+        i, best = _closest_next(trials, metric)
+        if i < 0:
             return trials
         if first:  # all in one compiled call, when the what-ifs allow it
             fast = ctx.dispatcher.closest_here(trials, metric)
             if fast is not None:
                 return fast
             first = False
-        i = min(open_, key=lambda i: (trials[i].metric(metric), -trials[i].active_procs))
         # a run that surely scores worse than the best complete one cannot be the
         # closest: it is cut short again, with a bound above that one
         stop = None if best == INF else (metric, best)
@@ -187,17 +189,21 @@ def _complete_closest(ctx: SearchContext, trials: list[Trial]) -> list[Trial]:
             raise RuntimeError(trials[i].error)
 
 
-def _open(trials: Sequence[Trial], metric: str) -> tuple[float, list[int]]:
-    """The best complete trial's ``metric``, and the trials cut short that could still
-    be the closest (their bound is no worse)."""
-    best = min((t.metric(metric) for t in trials if t.complete), default=INF)
-    return best, [i for i, t in enumerate(trials)
-                  if not t.complete and t.metric(metric) <= best]
+def _closest_next(trials: Sequence[Trial], metric: str) -> tuple[int, float]:
+    """The closest search's next step over ``trials``, by the one rule the compiled
+    batches take too (:func:`olsctl.policies.core.score.closest_pick`): (the trial cut
+    short to go on, -1 when none could still be the closest; the best complete trial's
+    ``metric``, INF when none is complete)."""
+    done = np.array([t.complete for t in trials], dtype=np.bool_)
+    value = np.array([t.metric(metric) for t in trials], dtype=float)
+    active = np.array([t.active_procs for t in trials], dtype=np.int64)
+    pick, best = closest_pick(done, value, active)
+    return int(pick), float(best)
 
 
 def settled(trials: Sequence[Trial], metric: str) -> bool:
     """Whether :func:`_complete_closest` has nothing to finish in ``trials``."""
-    return not _open(trials, metric)[1]
+    return _closest_next(trials, metric)[0] < 0
 
 
 def _bigger_first(c: Candidate) -> tuple:

@@ -172,3 +172,32 @@ def went_to(row: np.ndarray, sla: int, i: int, done: np.ndarray, value: np.ndarr
     else:
         done[i] = True
         value[i] = INF if row[ROW_UNSTARTED] else row[ROW_MEAN_BSLD + sla]
+
+
+def closest_loop(rows: tuple, sla: int, done: np.ndarray, value: np.ndarray,
+                 active: np.ndarray, row: np.ndarray, out: np.ndarray,
+                 moved: np.ndarray) -> int:
+    """No trial meets the SLA: find the closest as
+    :func:`olsctl.controller.search._complete_closest` does, the what-ifs cut short
+    being rows of one batch (``rows``: the family's batch arrays). Trial ``i`` ran to its
+    end (``done``) or holds the bound that cut it short, its ``sla`` score or bound in
+    ``value``, its machine in ``active``, its row in ``row`` (-1: not in the batch, then
+    complete). Repeatedly: the next step of :func:`closest_pick`, whose what-if goes on,
+    cut short again above the best complete score (with none complete, to its end).
+    Updates ``done``, ``value`` and the rows' ``out``; sets ``moved`` for the trials that
+    went on; returns how many times one went on.
+
+    A template, written once: each family's instance (made with
+    :func:`olsctl.policies.core.jit.specialize`) binds ``row_go_on(rows, r, limit,
+    out)``, which runs row ``r``'s what-if on under ``limit`` (INF: to its end) and
+    scores it into ``out[r]``."""
+    went_on = 0
+    while True:
+        pick, best = closest_pick(done, value, active)
+        if pick < 0:
+            return went_on
+        r = row[pick]
+        row_go_on(rows, r, best, out)  # noqa: F821  (bound by specialize)
+        went_on += 1
+        moved[pick] = True
+        went_to(out[r], sla, pick, done, value)

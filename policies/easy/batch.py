@@ -23,7 +23,7 @@ from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfT
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.easy import forward  # noqa: F401  (the batch kernels, called compiled)
-from olsctl.policies.core.loop import (FLOAT_BLOCKS, INT_BLOCKS, LIMIT, METRIC, N_COUNTS,
+from olsctl.policies.core.loop import (FLOAT_BLOCKS, INT_BLOCKS, N_COUNTS,
                                        N_TAIL)
 from olsctl.policies.core.score import N_ROW
 from olsctl.policies.easy.whatif import EasyTemplate
@@ -87,19 +87,17 @@ class _Batch:
     def go_on(self, i: int, limit: float | None) -> None:
         """Row ``i``'s what-if, cut short, goes on under a higher ``limit`` (None: to
         its end): into ``out[i]``."""
-        n = self.n
-        if limit is None:
-            self.ints[i, INT_BLOCKS * n + METRIC] = 0
-        else:
-            self.floats[i, (FLOAT_BLOCKS + 2) * n + LIMIT] = limit
-        compiled().settle_row(self.codes[i], n, self.ints[i], self.floats[i], self.seen[i],
-                              self.censor, BSLD_BOUND_S, self.out[i])
+        compiled().easy_go_on(self.rows(), i, INF if limit is None else limit, self.out)
+
+    def rows(self) -> tuple:
+        """The batch's rows as :func:`olsctl.policies.easy.forward.easy_go_on` takes them."""
+        return (self.n, self.ints, self.floats, self.seen, self.codes, self.censor,
+                BSLD_BOUND_S)
 
     def closest(self, sla: int, done: np.ndarray, value: np.ndarray, active: np.ndarray,
                 row: np.ndarray, moved: np.ndarray) -> int:
         """:func:`olsctl.policies.easy.forward.closest` over this batch's rows."""
-        return compiled().closest(self.n, self.ints, self.floats, self.seen, self.codes,
-                                  self.censor, BSLD_BOUND_S, sla, done, value, active, row,
-                                  self.out, moved)
+        return compiled().closest(self.rows(), sla, done, value, active, row, self.out,
+                                  moved)
 
 

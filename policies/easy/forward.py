@@ -51,7 +51,6 @@ from olsctl.policies.core.loop import VALUE
 from olsctl.policies.core.loop import WAKE_N
 from olsctl.policies.core.loop import WAKE_T
 from olsctl.policies.core.loop import block
-from olsctl.policies.core.score import closest_pick
 from olsctl.policies.core.loop import heap_push
 from olsctl.policies.core.index import index_open
 from olsctl.policies.easy.kernels import indexed_pass
@@ -59,12 +58,12 @@ from olsctl.policies.easy.kernels import ranked_pass
 from olsctl.policies.core.score import rows_scored
 from olsctl.policies.core.loop import running_block
 from olsctl.policies.core.score import score_columns
-from olsctl.policies.core.score import went_to
 
 import numpy as np
 
 from olsctl.policies.core.jit import kernel, specialize, warm_up
 from olsctl.policies.core.loop import order_started, what_if_loop
+from olsctl.policies.core.score import closest_loop
 from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.bound import MEAN_BSLD, bound_open
 from olsctl.policies.core.order import WFP, ordered_queue
@@ -326,41 +325,25 @@ def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
     done = np.empty(count, dtype=np.bool_)
     value = np.empty(count)
     rows_scored(out, sla, done, value)
-    return count, closest(n, ints, floats, seen, codes, censor, bsld_s, sla, done, value,
+    return count, closest((n, ints, floats, seen, codes, censor, bsld_s), sla, done, value,
                           machine, np.arange(count), out, np.zeros(count, dtype=np.bool_))
 
 
-@kernel
-def closest(n: int, ints: np.ndarray, floats: np.ndarray, seen: np.ndarray,
-            codes: np.ndarray, censor: bool, bsld_s: float, sla: int, done: np.ndarray,
-            value: np.ndarray, active: np.ndarray, row: np.ndarray, out: np.ndarray,
-            moved: np.ndarray) -> int:
-    """No trial meets the SLA: find the closest as
-    :func:`olsctl.controller.search._complete_closest` does, the what-ifs cut short
-    being rows of one batch (:func:`easy_candidates`). Trial ``i`` ran to its end
-    (``done``) or holds the bound that cut it short, its ``sla`` score or bound in
-    ``value``, its machine in ``active``, its row in ``row`` (-1: not in the batch, then
-    complete). Repeatedly: the best complete score; among the trials cut short with a
-    bound at most that, the lowest bound (ties: the larger machine, then the first) goes
-    on, cut short again above the best (with none complete, to its end). Updates
-    ``done``, ``value`` and the rows' ``out``; sets ``moved`` for the trials that went on;
-    returns how many times one went on."""
-    at = INT_BLOCKS * n
-    tail = FLOAT_BLOCKS * n + 2 * n
-    went_on = 0
-    while True:
-        pick, best = closest_pick(done, value, active)
-        if pick < 0:
-            return went_on
-        r = row[pick]
-        if best == INF:
-            ints[r, at + METRIC] = 0
-        else:
-            floats[r, tail + LIMIT] = best
-        settle_row(codes[r], n, ints[r], floats[r], seen[r], censor, bsld_s, out[r])
-        went_on += 1
-        moved[pick] = True
-        went_to(out[r], sla, pick, done, value)
+@kernel(inline=True)
+def easy_go_on(rows: tuple, r: int, limit: float, out: np.ndarray) -> None:
+    """Row ``r``'s what-if of an EASY batch (``rows`` = (n, ints, floats, seen, codes,
+    censor, bsld_s), as :func:`easy_candidates` runs them), cut short, goes on under
+    ``limit`` (INF: to its end) and is scored into ``out[r]`` (:func:`settle_row`)."""
+    n, ints, floats, seen, codes, censor, bsld_s = rows
+    if limit == INF:
+        ints[r, INT_BLOCKS * n + METRIC] = 0
+    else:
+        floats[r, (FLOAT_BLOCKS + 2) * n + LIMIT] = limit
+    settle_row(codes[r], n, ints[r], floats[r], seen[r], censor, bsld_s, out[r])
+
+
+#: the closest of an EASY batch: the one closest loop with EASY's rows
+closest = specialize(closest_loop, "closest", row_go_on=easy_go_on)
 
 
 @warm_up
@@ -395,6 +378,9 @@ def easy_warm_up(k) -> None:
                       np.empty((2, floats.size)), np.empty((2, n), np.bool_), False, 10.0,
                       0, 1.0, True, True, out)
     k.settle_row(WFP, n, ints, floats, seen, True, 10.0, out[0])
-    k.closest(n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
-              np.empty((2, n), np.bool_), two, False, 10.0, 0, np.ones(2, np.bool_),
+    rows = (n, np.stack((ints, ints)), np.stack((floats, floats)), np.stack((seen, seen)),
+            two, True, 10.0)
+    k.easy_go_on(rows, 0, INF, out)  # (a batch's what-if going on, called alone)
+    k.closest((n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
+               np.empty((2, n), np.bool_), two, False, 10.0), 0, np.ones(2, np.bool_),
               np.ones(2), two, two, out, np.zeros(2, np.bool_))

@@ -24,7 +24,6 @@ from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfT
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf import forward  # noqa: F401  (the batch kernels, called compiled)
-from olsctl.policies.core.loop import LIMIT, METRIC
 from olsctl.policies.core.score import N_ROW
 from olsctl.policies.mqbf.whatif import MqbfTemplate
 
@@ -101,16 +100,16 @@ class MqbfBatch:
     def go_on(self, i: int, limit: float | None) -> None:
         """Row ``i``'s what-if, cut short, goes on under a higher ``limit`` (None: to
         its end): into ``out[i]``."""
-        count, clock = self.rows[8], self.rows[9]
-        if limit is None:
-            count[i, METRIC] = 0
-        else:
-            clock[i, LIMIT] = limit
-        compiled().settle_at(i, *self.shared, *self.rows, self.censor, BSLD_BOUND_S,
-                             self.out)
+        compiled().mqbf_go_on(self.all_rows(), i, INF if limit is None else limit,
+                              self.out)
+
+    def all_rows(self) -> tuple:
+        """The batch's arrays as :func:`olsctl.policies.mqbf.forward.mqbf_go_on` takes
+        them."""
+        return (*self.shared, *self.rows, self.censor, BSLD_BOUND_S)
 
     def closest(self, sla: int, done: np.ndarray, value: np.ndarray, active: np.ndarray,
                 row: np.ndarray, moved: np.ndarray) -> int:
         """:func:`olsctl.policies.mqbf.forward.mqbf_closest` over this batch's rows."""
-        return compiled().mqbf_closest(*self.shared, *self.rows, self.censor, BSLD_BOUND_S,
-                                       sla, done, value, active, row, self.out, moved)
+        return compiled().mqbf_closest(self.all_rows(), sla, done, value, active, row,
+                                       self.out, moved)

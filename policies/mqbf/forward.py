@@ -38,10 +38,11 @@ from olsctl.policies.mqbf.phases import pass_parts
 import numpy as np
 
 from olsctl.policies.core.loop import ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES, LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL, VALUE, WAKE_N, WAKE_T, heap_push
-from olsctl.policies.core.score import N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED, closest_pick, rows_scored, score_columns, went_to
+from olsctl.policies.core.score import N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED, rows_scored, score_columns
 from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.core.loop import order_started, what_if_loop
+from olsctl.policies.core.score import closest_loop
 from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.order import WFP, order_into
 from olsctl.policies.core.bound import bound_open
@@ -305,42 +306,32 @@ def mqbf_candidates(code: int, borrow: bool, weights: np.ndarray, procs: np.ndar
     done = np.empty(t, dtype=np.bool_)
     value = np.empty(t)
     rows_scored(out, sla, done, value)
-    return t, mqbf_closest(code, borrow, weights, procs, est, runtime, submit, queue_of,
-                           times, free, pivot_s, pivot_j, started, start, queue, alloc,
-                           held, owned, running, heap_t, heap_j, count, clock, seen,
-                           censor, bsld_s, sla, done, value, setting[:t, 0], np.arange(t),
-                           out, np.zeros(t, dtype=np.bool_))
+    return t, mqbf_closest((code, borrow, weights, procs, est, runtime, submit, queue_of,
+                            times, free, pivot_s, pivot_j, started, start, queue, alloc,
+                            held, owned, running, heap_t, heap_j, count, clock, seen,
+                            censor, bsld_s), sla, done, value, setting[:t, 0],
+                           np.arange(t), out, np.zeros(t, dtype=np.bool_))
 
 
-@kernel
-def mqbf_closest(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray,
-                 est: np.ndarray, runtime: np.ndarray, submit: np.ndarray,
-                 queue_of: np.ndarray, times: np.ndarray, free: np.ndarray,
-                 pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
-                 start: np.ndarray, queue: np.ndarray, alloc: np.ndarray, held: np.ndarray,
-                 owned: np.ndarray, running: np.ndarray, heap_t: np.ndarray,
-                 heap_j: np.ndarray, count: np.ndarray, clock: np.ndarray,
-                 seen: np.ndarray, censor: bool, bsld_s: float, sla: int,
-                 done: np.ndarray, value: np.ndarray, active: np.ndarray, row: np.ndarray,
-                 out: np.ndarray, moved: np.ndarray) -> int:
-    """:func:`olsctl.policies.easy.forward.closest` for a batch of MQBF what-ifs (the rows
-    of :func:`mqbf_candidates`): the same steps, each what-if going on in its row."""
-    went_on = 0
-    while True:
-        pick, best = closest_pick(done, value, active)
-        if pick < 0:
-            return went_on
-        r = row[pick]
-        if best == INF:
-            count[r, METRIC] = 0
-        else:
-            clock[r, LIMIT] = best
-        settle_at(r, code, borrow, weights, procs, est, runtime, submit, queue_of, times,
-                  free, pivot_s, pivot_j, started, start, queue, alloc, held, owned, running,
-                  heap_t, heap_j, count, clock, seen, censor, bsld_s, out)
-        went_on += 1
-        moved[pick] = True
-        went_to(out[r], sla, pick, done, value)
+@kernel(inline=True)
+def mqbf_go_on(rows: tuple, r: int, limit: float, out: np.ndarray) -> None:
+    """Row ``r``'s what-if of an MQBF batch (``rows``: the arguments of :func:`settle_at`
+    before ``out``, as :func:`mqbf_candidates` runs them), cut short, goes on under
+    ``limit`` (INF: to its end) and is scored into ``out[r]``."""
+    (code, borrow, weights, procs, est, runtime, submit, queue_of, times, free, pivot_s,
+     pivot_j, started, start, queue, alloc, held, owned, running, heap_t, heap_j, count,
+     clock, seen, censor, bsld_s) = rows
+    if limit == INF:
+        count[r, METRIC] = 0
+    else:
+        clock[r, LIMIT] = limit
+    settle_at(r, code, borrow, weights, procs, est, runtime, submit, queue_of, times, free,
+              pivot_s, pivot_j, started, start, queue, alloc, held, owned, running, heap_t,
+              heap_j, count, clock, seen, censor, bsld_s, out)
+
+
+#: the closest of an MQBF batch: the one closest loop with MQBF's rows
+mqbf_closest = specialize(closest_loop, "mqbf_closest", row_go_on=mqbf_go_on)
 
 
 def mqbf_warm_up(k) -> None:
