@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
 from operator import itemgetter, sub
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from olsctl.policies.core.backfill import INF, Reservation, backfill_pass, shadow
@@ -344,3 +345,17 @@ class PartitionProfiles:
     def _reserve_at(self, j: int, s: float, d: float, alloc: tuple[int, ...]) -> Reservation:
         self._take(s, s + d, alloc)
         return Reservation(j, s, alloc)
+
+
+def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, ...]:
+    """Split ``total`` in proportion to ``weights`` over exact fractions: floors, then one
+    more for the largest remainders (ties to the lowest index); the reference
+    :func:`olsctl.policies.mqbf.profile.partition_counts` is checked against."""
+    wsum = sum(weights)
+    quotas = [total * w / wsum for w in weights]
+    counts = [int(q) for q in quotas]  # quotas are >= 0: int() floors
+    left = total - sum(counts)
+    order = sorted(range(len(weights)), key=lambda p: (-(quotas[p] - counts[p]), p))
+    for p in order[:left]:
+        counts[p] += 1
+    return tuple(counts)

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from conftest import REPO_ROOT, trace_path, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.trials import Candidate, apply_candidate, setting_of
-from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate, integer_weights, mqbf_whatif
+from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate, mqbf_whatif
 from olsctl.policies import make_policy
-from olsctl.policies.mqbf import largest_remainder
+from mqbf_oracle import largest_remainder
 from olsctl.policies.core.jit import compiled, plain
 from olsctl.sim import MainSimulator
 from olsctl.state import SimState, Snapshot
@@ -52,7 +52,7 @@ def test_partition_counts_are_the_largest_remainder_split():
             if not any(shares):
                 shares[0] = 1
             policy = make_policy({"name": "mqbf", "queues": parts, "shares": shares})
-            weights = integer_weights(policy)
+            weights = policy.weights
             fractions = tuple(Fraction(str(s)) for s in shares)
             for total in [0, 1, 2, 3, 7, int(rng.integers(1, 500))]:
                 owned = np.empty(parts, dtype=np.int64)

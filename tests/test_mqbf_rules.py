@@ -6,7 +6,6 @@ boundary 100 s, a job goes to queue 0 if its estimate is below 100 s, else to qu
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import pytest
 
@@ -15,7 +14,6 @@ from olsctl.checker import StrictChecker
 from olsctl.config import build_config
 from olsctl.errors import ConfigError
 from olsctl.policies import make_policy
-from olsctl.policies.mqbf import largest_remainder
 from olsctl.state import SimState
 
 
@@ -49,12 +47,16 @@ def test_queue_assignment_at_the_boundaries():
 
 
 def test_largest_remainder_shares():
-    ones = (Fraction(1),) * 4
-    assert largest_remainder(ones, 8) == (2, 2, 2, 2)
-    assert largest_remainder(ones, 6) == (2, 2, 1, 1)  # remainders tie: lowest index
-    assert largest_remainder(ones, 3) == (1, 1, 1, 0)  # an empty partition
-    assert largest_remainder((Fraction(1), Fraction(1), Fraction(2)), 10) == (3, 2, 5)
-    assert largest_remainder((Fraction(1), Fraction(3)), 7) == (2, 5)  # 1.75, 5.25
+    even = make_policy({"name": "mqbf"})  # 4 even shares
+    assert even.owned(8) == (2, 2, 2, 2)
+    assert even.owned(6) == (2, 2, 1, 1)  # remainders tie: lowest index
+    assert even.owned(3) == (1, 1, 1, 0)  # an empty partition
+    three = make_policy({"name": "mqbf", "queues": 3, "boundaries_s": [100, 1000],
+                         "shares": [1, 1, 2]})
+    assert three.owned(10) == (3, 2, 5)
+    two = make_policy({"name": "mqbf", "queues": 2, "boundaries_s": [100],
+                       "shares": [0.25, 0.75]})
+    assert two.owned(7) == (2, 5)  # 1.75, 5.25
 
 
 def test_borrowing_allowed_when_own_partition_is_too_small():

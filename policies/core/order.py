@@ -180,20 +180,26 @@ def fcfs(state: "SimState", queue: list[int]) -> list[int]:
 
 def saf(state: "SimState", queue: list[int]) -> list[int]:
     """Smallest area first: processors x estimate, ascending."""
-    procs, est = state.procs, state.estimate_s
-    return sorted(queue, key=lambda j: procs[j] * est[j])
+    return _by_key(state, queue, SAF)
 
 
 def sjf(state: "SimState", queue: list[int]) -> list[int]:
     """Shortest job first: estimate, ascending."""
-    return sorted(queue, key=state.estimate_s.__getitem__)
+    return _by_key(state, queue, SJF)
 
 
 def wfp(state: "SimState", queue: list[int]) -> list[int]:
     """Mira's Cobalt WFP utility, highest first: (wait / estimate)^3 x processors,
     recomputed at every pass (it grows with the time waited)."""
+    return _by_key(state, queue, WFP)
+
+
+def _by_key(state: "SimState", queue: list[int], code: int) -> list[int]:
+    """``queue`` sorted (stably) by :func:`order_key` in order ``code``, at the state's
+    time: the one key the kernels' passes take too."""
     now, submit, procs, est = state.now_s, state.submit_s, state.procs, state.estimate_s
-    return sorted(queue, key=lambda j: -(((now - submit[j]) / est[j]) ** 3) * procs[j])
+    return sorted(queue, key=lambda j: order_key(code, now, submit[j], procs[j], est[j]))
+
 
 ORDERS: dict[str, Order] = {
     "fcfs": fcfs,

@@ -11,7 +11,6 @@ started later than a reservation they had held (:class:`PivotRecord`).
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import chain
@@ -22,6 +21,7 @@ import numpy as np
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf import phases  # noqa: F401  (the pass, called compiled)
+from olsctl.policies.mqbf.profile import partition_counts, queue_of_estimate
 from olsctl.policies.core.order import ORDER_CODES
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from olsctl.state import SimState
     from olsctl.workload import Workload
 
-__all__ = ["MultiQueueBackfill", "PassArrays", "PivotRecord", "largest_remainder",
+__all__ = ["MultiQueueBackfill", "PassArrays", "PivotRecord", 
            "PIVOTS_KEY", "default_boundaries"]
 
 INF = math.inf
@@ -37,19 +37,6 @@ INF = math.inf
 #: the shortest and longest default boundary, s (Lawson & Smirni's 4 queues: 100, 1000,
 #: 10000 s)
 BOUNDARY_SPAN_S = (100, 10000)
-
-
-def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, ...]:
-    """Split ``total`` in proportion to ``weights``: floors, then one more for the largest
-    remainders (ties to the lowest index)."""
-    wsum = sum(weights)
-    quotas = [total * w / wsum for w in weights]
-    counts = [int(q) for q in quotas]  # quotas are >= 0: int() floors
-    left = total - sum(counts)
-    order = sorted(range(len(weights)), key=lambda p: (-(quotas[p] - counts[p]), p))
-    for p in order[:left]:
-        counts[p] += 1
-    return tuple(counts)
 
 
 def default_boundaries(queues: int) -> list:
@@ -133,7 +120,7 @@ class MultiQueueBackfill(PolicyBase):
     borrow: bool = True
     name: str = field(default="mqbf", init=False)
     _code: int = field(init=False, repr=False, compare=False)
-    _weights: tuple = field(init=False, repr=False, compare=False)
+    _weights: np.ndarray = field(init=False, repr=False, compare=False)
     _owned: dict = field(init=False, repr=False, compare=False, default_factory=dict)
     _owned_arrays: dict = field(init=False, repr=False, compare=False, default_factory=dict)
     _arrays_key: tuple = field(init=False, repr=False, compare=False)
@@ -155,8 +142,13 @@ class MultiQueueBackfill(PolicyBase):
                 raise ValueError(f"shares: needs {self.queues} values (got {len(self.shares)})")
             if any(s < 0 for s in self.shares) or sum(self.shares) <= 0:
                 raise ValueError(f"shares: must be >= 0 with a positive sum (got {list(self.shares)})")
-        weights = (tuple(Fraction(str(s)) for s in self.shares) if self.shares is not None
-                   else (Fraction(1),) * self.queues)
+        # the shares as integers in the same proportions (the exact fractions over their
+        # common denominator), as partition_counts splits by
+        shares = self.shares if self.shares is not None else (1,) * self.queues
+        fractions = [Fraction(str(s)) for s in shares]
+        common = math.lcm(*[f.denominator for f in fractions])
+        weights = np.array([f.numerator * (common // f.denominator) for f in fractions],
+                           dtype=np.int64)
         object.__setattr__(self, "_code", ORDER_CODES[self.order])
         object.__setattr__(self, "_weights", weights)
         # the key of what this policy keeps in ``state.cache``
@@ -177,14 +169,23 @@ class MultiQueueBackfill(PolicyBase):
     report_key = "pivots"  # (a class attribute, not a setting)
 
     def queue_index(self, estimate_s: float) -> int:
-        """The smallest k with estimate < boundaries_s[k], else the last queue (0-based)."""
-        return bisect_right(self.boundaries_s, estimate_s)
+        """The smallest k with estimate < boundaries_s[k], else the last queue (0-based):
+        :func:`olsctl.policies.mqbf.profile.queue_of_estimate`, as the kernels take it."""
+        return queue_of_estimate(self.boundaries_s, estimate_s)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The partitions' shares as integers in the same proportions (shared: not to be
+        written)."""
+        return self._weights
 
     def owned(self, active_procs: int) -> tuple[int, ...]:
         """Processors each partition owns when ``active_procs`` are active."""
         got = self._owned.get(active_procs)
         if got is None:
-            got = self._owned[active_procs] = largest_remainder(self._weights, active_procs)
+            owned = np.empty(self.queues, dtype=np.int64)
+            partition_counts(self._weights, active_procs, owned)
+            got = self._owned[active_procs] = tuple(owned.tolist())
         return got
 
     def schedule(self, state: "SimState") -> None:

@@ -24,7 +24,7 @@ N_ROOM = 5
 def partition_counts(weights: np.ndarray, total: int, owned: np.ndarray) -> None:
     """Split ``total`` processors in proportion to the integer ``weights`` into
     ``owned``: floors, then one more for the largest remainders, ties to the lowest
-    index (:func:`olsctl.policies.mqbf.largest_remainder` over exact fractions;
+    index: the policy's split (:meth:`olsctl.policies.mqbf.MultiQueueBackfill.owned`;
     the weights are the shares scaled to integers by a common denominator)."""
     k = len(weights)
     wsum = 0
@@ -48,13 +48,20 @@ def partition_counts(weights: np.ndarray, total: int, owned: np.ndarray) -> None
 
 @kernel
 def queue_indices(bounds: np.ndarray, est: np.ndarray, queue_of: np.ndarray) -> None:
-    """Each job's queue: the smallest k with estimate < ``bounds[k]``, else the last
-    (``bisect_right`` of the estimate in the increasing boundaries, s)."""
+    """Each job's queue (:func:`queue_of_estimate`)."""
     for j in range(len(est)):
-        q = 0
-        while q < len(bounds) and bounds[q] <= est[j]:
-            q += 1
-        queue_of[j] = q
+        queue_of[j] = queue_of_estimate(bounds, est[j])
+
+
+@kernel(inline=True)
+def queue_of_estimate(bounds, est: float) -> int:
+    """A job's queue: the smallest k with its estimate < ``bounds[k]``, else the last
+    (``bisect_right`` of the estimate in the increasing boundaries, s; a sequence or an
+    array)."""
+    q = 0
+    while q < len(bounds) and bounds[q] <= est:
+        q += 1
+    return q
 
 
 @kernel

@@ -11,7 +11,6 @@ power, limit or budget) and no arrivals.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
@@ -28,23 +27,6 @@ from olsctl.whatif import WhatIfResult
 INF = math.inf
 
 
-def integer_weights(policy: MultiQueueBackfill) -> np.ndarray:
-    """The policy's partition shares as integers in the same proportions (the exact
-    fractions the policy splits by, over their common denominator). Computed once per
-    setting of the shares (shared: not to be written)."""
-    key = (policy.queues, policy.shares)
-    got = _WEIGHTS.get(key)
-    if got is None:
-        shares = policy.shares if policy.shares is not None else (1,) * policy.queues
-        fractions = [Fraction(str(s)) for s in shares]
-        common = math.lcm(*[f.denominator for f in fractions])
-        got = np.array([f.numerator * (common // f.denominator) for f in fractions],
-                       dtype=np.int64)
-        _WEIGHTS[key] = got
-    return got
-
-#: :func:`integer_weights` by (queues, shares)
-_WEIGHTS: dict = {}
 
 
 def steps(policy: MultiQueueBackfill, state, until_s: float,
@@ -90,7 +72,7 @@ class MqbfTemplate:
         self.borrow = bool(policy.borrow)
         n = self.n = int(snap.job_id.size)
         parts = policy.queues
-        self.weights = integer_weights(policy)
+        self.weights = policy.weights
         a = self.arrays = {}
         a["procs"] = snap.procs.astype(np.int64)
         a["est"] = snap.estimate_s.astype(float)
