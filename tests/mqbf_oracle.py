@@ -1,6 +1,6 @@
 """An independent Python MQBF pass, the oracle the tests hold the compiled pass
-(:func:`olsctl.policies.mqbf.phases.mqbf_pass`) to: the shared backfilling core
-(:func:`olsctl.policies.core.backfill.backfill_pass`) over :class:`PartitionProfiles`, each
+(:func:`olsctl.policies.mqbf.phases.mqbf_pass`) to: Phase A and Phase B by the
+specification (:func:`multi_queue_pass`) over :class:`PartitionProfiles`, each
 partition's free processors over future time, the fit test and the reservations.
 
 A job takes processors from its own partition first and, with ``borrow``, idle ones
@@ -21,7 +21,7 @@ from operator import itemgetter, sub
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from olsctl.policies.core.backfill import INF, Reservation, backfill_pass, shadow
+from olsctl.policies.core.backfill import INF, Reservation, shadow
 from olsctl.policies.core.order import ORDERS
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def oracle_pass(policy: "MultiQueueBackfill", state: "SimState") -> "PartitionPr
     by_head.sort(key=lambda group: ordered.index(group[0]))
     resources = PartitionProfiles(state, policy.owned(state.active_procs), queue_of,
                                   policy.borrow)
-    backfill_pass(state, ordered, resources, by_head)
+    multi_queue_pass(state, ordered, resources, by_head)
     return resources
 
 
@@ -359,3 +359,31 @@ def largest_remainder(weights: tuple[Fraction, ...], total: int) -> tuple[int, .
     for p in order[:left]:
         counts[p] += 1
     return tuple(counts)
+
+
+def multi_queue_pass(state: "SimState", queue, resources, by_queue, skip=None) -> None:
+    """One MQBF pass by the specification, over the profiles ``resources``: Phase A takes
+    the queues (``by_queue``, each in the policy's order, listed by the position of their
+    heads), each starting jobs from its head while the head fits and reserving for the
+    first that does not (its pivot); Phase B then starts each other job of ``queue`` (all
+    queues merged in order) that fits without delaying a reservation. ``skip``: jobs
+    Phase B passes over besides Phase A's (pivots kept from an earlier pass)."""
+    if resources.free <= 0 or not queue:
+        return
+    procs, try_start = state.procs, resources.try_start
+    skip = set() if skip is None else skip
+    for jobs in by_queue:  # Phase A
+        k, n = 0, len(jobs)
+        while k < n and procs[jobs[k]] <= resources.free and try_start(jobs[k]):
+            k += 1
+        if k < n:
+            resources.reserve(jobs[k])
+        skip.update(jobs[:k + 1])
+    free = resources.free  # Phase B
+    if free <= 0:
+        return
+    for j in queue:
+        if procs[j] <= free and j not in skip and try_start(j):
+            free = resources.free
+            if free <= 0:
+                break

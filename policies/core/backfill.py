@@ -1,18 +1,13 @@
-"""The backfilling core: queue order x reservations x fit test, shared by every EASY-style
-policy (EASY is one queue over a processor count; MQBF is several queues over partitions).
+"""The backfilling core: queue order x reservation x fit test, shared by the EASY-style
+policies written in Python (EASY with power checks, RMAP).
 
-One pass:
-
-- Phase A: queues are taken in the order of their head jobs; each starts jobs from its
-  head while the head fits, and the first head that does not fit gets a reservation
-  (it becomes that queue's pivot).
-- Phase B: every remaining job that is not a pivot, all queues merged in order, is started
-  if it fits without delaying any reservation.
-
-The fit test and the reservations belong to a ``Resources`` object built for the pass:
-:class:`CountResources` (EASY's shadow time and extra processors), the partition
-profiles of :mod:`olsctl.policies.mqbf`, or the nodes and power of
-:class:`olsctl.policies.budget.overprovision.BudgetResources`.
+One pass (:func:`backfill_pass`): jobs start from the head of the queue, in the policy's
+order, while the head fits; the first that does not gets a reservation; then every later
+job that fits without delaying it starts. The fit test and the reservation belong to a
+``Resources`` object built for the pass: :class:`CountResources` (EASY's shadow time and
+extra processors) or the nodes and power of
+:class:`olsctl.policies.budget.overprovision.BudgetResources`. MQBF's pass over several
+queues and partitions is its kernels' (:mod:`olsctl.policies.mqbf.phases`).
 
 EASY's rules are the kernels here (:func:`admit`: the fit test; :func:`shadow_extra`:
 the blocked head's shadow time and extra processors) with the list of running jobs
@@ -69,21 +64,15 @@ def backfill_pass(
     state: "SimState",
     queue: Sequence[int],
     resources: Resources,
-    by_queue: Sequence[Sequence[int]] | None = None,
     width: Sequence[int] | None = None,
-    skip: set[int] | None = None,
 ) -> None:
-    """One pass over ``queue`` (in the policy's order). ``by_queue`` splits it into the
-    policy's queues, each in that order, listed by the position of their heads (None: one
-    queue). Reservations are left in ``resources``.
+    """One pass over ``queue`` (in the policy's order): jobs start from the head while
+    the head fits; the blocked head gets a reservation; then each later job that fits
+    without delaying it starts (Phase B). Reservations are left in ``resources``.
 
     ``width[j]`` is the fewest processors job ``j`` can start on: a job wider than
     ``resources.free`` is passed over without asking ``try_start`` (None: ``state.procs``,
     rigid jobs; a policy whose jobs may start in several sizes passes a lower bound).
-
-    ``skip``: jobs of ``queue`` that Phase B passes over besides Phase A's (pivots kept
-    from an earlier pass); the pass adds Phase A's jobs to the set. Only with
-    ``by_queue``.
 
     A pass in which no job can start (``resources.free <= 0``) changes nothing
     (reservations live only for the pass), so it returns at once.
@@ -92,42 +81,18 @@ def backfill_pass(
         return
     procs = state.procs if width is None else width
     try_start = resources.try_start
-    if by_queue is None:  # one queue: Phase B is the rest of it after the pivot
-        n = len(queue)
-        k = 0
-        while k < n and procs[queue[k]] <= resources.free and try_start(queue[k]):
-            k += 1
-        if k == n:
-            return
-        resources.reserve(queue[k])
-        rest: Sequence[int] = queue
-        first = k + 1
-    else:
-        if skip is None:
-            skip = set()
-        for jobs in by_queue:  # Phase A
-            k, n = 0, len(jobs)
-            while k < n and procs[jobs[k]] <= resources.free and try_start(jobs[k]):
-                k += 1
-            if k < n:
-                resources.reserve(jobs[k])
-            skip.update(jobs[:k + 1])
-        # Phase B over the queue itself, asking about ``skip`` only for the jobs narrow
-        # enough: the same calls, in the same order, as over the queue without ``skip``
-        free = resources.free
-        if free <= 0:
-            return
-        for j in queue:
-            if procs[j] <= free and j not in skip and try_start(j):
-                free = resources.free
-                if free <= 0:
-                    break
+    n = len(queue)
+    k = 0
+    while k < n and procs[queue[k]] <= resources.free and try_start(queue[k]):
+        k += 1
+    if k == n:
         return
+    resources.reserve(queue[k])
     free = resources.free
-    for pos in range(first, len(rest)):  # Phase B
+    for pos in range(k + 1, n):  # Phase B
         if free <= 0:
             break
-        j = rest[pos]
+        j = queue[pos]
         if procs[j] <= free and try_start(j):
             free = resources.free
 

@@ -112,15 +112,6 @@ def easy_pass_over(now: float, free: int, ordered: np.ndarray, procs: np.ndarray
 
 
 @kernel(inline=True)
-def may_admit(p: int, now: float, est: float, free: int, shadow_s: float,
-              extra: int) -> bool:
-    """Whether a job ``p`` processors wide with estimate ``est`` passes :func:`admit`'s
-    tests; over a subtree, with its narrowest width and shortest estimate, whether one
-    of its jobs might (if none could, it is false: widths and ``now + est`` only grow)."""
-    return p <= free and (not now + est > shadow_s or p <= extra)
-
-
-@kernel(inline=True)
 def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                      shadow_s: float, extra: int, procs: np.ndarray, est: np.ndarray,
                      size: int, wide: np.ndarray, short: np.ndarray, started: np.ndarray,
@@ -129,13 +120,16 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
     ``first`` on, with the index (``size``, ``wide``, ``short``) of its waiting jobs: the
     jobs to start go to ``started`` in start order, their positions to ``at``, and leave
     the index at once, so that after each start the root tells whether any other might
-    still start; returns (how many, the extra processors left)."""
+    still start; returns (how many, the extra processors left). A subtree of the index
+    passes :func:`admit` with its narrowest width and shortest estimate when one of its
+    jobs might (if none could, it does not: widths and ``now + est`` only grow), so
+    every run of jobs none of which could start is passed over."""
     ns = 0
-    if first >= size or not may_admit(wide[1], now, short[1], free, shadow_s, extra):
+    if first >= size or admit(wide[1], now, short[1], free, shadow_s, extra) < 0:
         return ns, extra  # (node 1, the root: no waiting job at all might start)
     i = size + first
     while free > 0:
-        if may_admit(wide[i], now, short[i], free, shadow_s, extra):
+        if admit(wide[i], now, short[i], free, shadow_s, extra) >= 0:
             if i < size:  # a subtree that may hold one: its left half first
                 i = 2 * i
                 continue
@@ -148,7 +142,7 @@ def backfill_indexed(now: float, free: int, queue: np.ndarray, first: int,
                 ns += 1
                 free -= procs[j]
                 index_drop(wide, short, size, i - size)
-                if not may_admit(wide[1], now, short[1], free, shadow_s, extra):
+                if admit(wide[1], now, short[1], free, shadow_s, extra) < 0:
                     break  # (no job left waiting might start now)
         while i & 1:  # on to the next subtree to the right
             i >>= 1
