@@ -17,7 +17,6 @@ not depend on the number of workers or the backend.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -27,10 +26,11 @@ import numpy as np
 from olsctl.controller import batch as batches
 from olsctl.controller.forecast import power_forecast
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
-                                      cut_trial, failed_trial, known_costs, percentile,
-                                      policy_of, setting_of, weighted_cost)
+                                      cut_trial, failed_trial, known_costs, policy_of, setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import RUNTIME, START, SUBMIT
+from olsctl.policies.core.score import N_ROW, ROW_MAX_WAIT, ROW_MEAN_BSLD
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
 
@@ -139,11 +139,9 @@ class WhatIfRun:
             # throttled jobs' stretch counts as delay
             stretch_of = state.limit.stretch_of
             wait += np.array([stretch_of(state, k) for k in range(n)], dtype=float)
-        # olsctl.metrics.job_bsld: 1 + wait / max(runtime, BSLD_BOUND_S), job by job
-        b = BSLD_BOUND_S
-        bsld_array = 1.0 + wait / np.where(runtime > b, runtime, b)
+        row = np.empty(N_ROW)  # (the compiled batches' scores, by the same kernel)
+        bsld_array = compiled().score_waits(wait, runtime, BSLD_BOUND_S, row)
         bsld = bsld_array.tolist()
-        wait = wait.tolist()
         queue_bsld = None
         if arrays is not None and self.policy.n_queues:  # the compiled MQBF loop's
             # queues: each queue's bsld summed in job order, as below
@@ -160,9 +158,9 @@ class WhatIfRun:
                 q[0] += b
                 q[1] += 1
             queue_bsld = tuple(total / count if count else 1.0 for total, count in sums)
-        return Trial(candidate, n, 0, censored, math.fsum(bsld) / n, percentile(bsld, 95.0),
-                     math.fsum(wait) / n, max(wait), cost, queue_bsld, energy, mean_w,
-                     peak_w, over_cap=over_cap)
+        mean_bsld, p95_bsld, mean_wait, max_wait = row[ROW_MEAN_BSLD:ROW_MAX_WAIT + 1].tolist()
+        return Trial(candidate, n, 0, censored, mean_bsld, p95_bsld, mean_wait, max_wait,
+                     cost, queue_bsld, energy, mean_w, peak_w, over_cap=over_cap)
 
 
 #: the last snapshot seen by :func:`_widest_waiting`, and its widest waiting job

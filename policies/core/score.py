@@ -84,12 +84,11 @@ def percentile_of(x: np.ndarray, q: float) -> float:
 @kernel
 def score_columns(start_s: np.ndarray, submit: np.ndarray, runtime: np.ndarray,
                   censor: bool, until: float, bsld_s: float, row: np.ndarray) -> np.ndarray:
-    """Score a what-if that ran to its end (its jobs' columns) into ``row`` as
-    :meth:`olsctl.controller.scoring.WhatIfRun._score` scores one without power: jobs
-    still waiting are censored at ``until`` (``censor``: a horizon) or unstarted; then
-    the mean and 95th percentile of the bounded slowdowns (1 + wait / max(runtime,
-    ``bsld_s``)) and the mean and largest wait. Returns the bounded slowdowns (empty
-    when there are none: no job, or one never started)."""
+    """Score a what-if that ran to its end (its jobs' columns) into ``row``, as
+    :meth:`olsctl.controller.scoring.WhatIfRun._score` does: jobs still waiting are
+    censored at ``until`` (``censor``: a horizon) or unstarted; then
+    :func:`score_waits`. Returns the bounded slowdowns (empty when there are none: no
+    job, or one never started)."""
     n = len(start_s)
     start = start_s.copy()
     waiting = 0
@@ -115,7 +114,18 @@ def score_columns(start_s: np.ndarray, submit: np.ndarray, runtime: np.ndarray,
         row[ROW_MEAN_WAIT] = INF
         row[ROW_MAX_WAIT] = INF
         return np.empty(0)
-    wait = start - submit
+    return score_waits(start - submit, runtime, bsld_s, row)
+
+
+@kernel
+def score_waits(wait: np.ndarray, runtime: np.ndarray, bsld_s: float,
+                row: np.ndarray) -> np.ndarray:
+    """Score the waits (s) of jobs that all started into ``row``: the mean and 95th
+    percentile of the bounded slowdowns (1 + wait / max(runtime, ``bsld_s``), as
+    :func:`olsctl.metrics.job_bsld`), the mean correctly rounded (:func:`exact_sum`, as
+    :func:`math.fsum`), the percentile numpy's (:func:`percentile_of`), and the mean and
+    largest wait. Returns the bounded slowdowns. For at least one job."""
+    n = len(wait)
     bsld = np.empty(n)
     for j in range(n):
         r = runtime[j]
