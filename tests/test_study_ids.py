@@ -73,6 +73,9 @@ def test_equal_configs_share_an_id_however_written():
     assert _id(controller={"sla": {"max": 50}, "interval_s": 600.0}) == ols
     power = _id(power={"cap": {"fraction": 0.6}})
     assert _id(power={"cap": {"fraction": 0.6}}) == power
+    # a whole number where a float is meant: the same load, the same run
+    assert _id(load_scale=1) == plain
+    assert _id(load_scale=2) == _id(load_scale=2.0) != plain
 
 
 def test_a_study_over_load_scale_has_one_run_per_load(tmp_path):

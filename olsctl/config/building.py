@@ -90,6 +90,7 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
                               f"got {cfg.active_procs}")
     if not cfg.load_scale > 0 or math.isinf(cfg.load_scale):
         raise ConfigError(f"{src}: load_scale: must be a number > 0 (got {cfg.load_scale!r})")
+    cfg = replace(cfg, load_scale=float(cfg.load_scale))  # (1 and 1.0: one run, one id)
     if cfg.estimates not in ESTIMATE_MODES:
         raise ConfigError(f"{src}: estimates: must be one of {', '.join(ESTIMATE_MODES)} "
                           f"(got {cfg.estimates!r})")
