@@ -131,7 +131,7 @@ def steps(
     still due then, or a setting was changed on the state before this call."""
     path = None if arrivals is not None and len(arrivals) else compiled_path(policy)
     fast = None if path is None else \
-        path.whatif_module().steps(policy, state, until_s, stop_above, raise_at)
+        path.template_module().steps(policy, state, until_s, stop_above, raise_at)
     if fast is not None:  # the family's compiled loop runs it
         return (yield from fast)
     n_snap = len(state.job_id)

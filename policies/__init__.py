@@ -47,7 +47,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         factory=EasyBackfill,
         params={"order": Param(str, "fcfs", tuple(ORDERS), "queue order")},
         doc="EASY backfilling: reservation for the queue head only",
-        compiled=CompiledPath("olsctl.policies.easy.whatif", "olsctl.policies.easy.batch"),
+        compiled=CompiledPath("olsctl.policies.easy.template", "olsctl.policies.easy.batch"),
     ),
     "mqbf": PolicyEntry(
         factory=MultiQueueBackfill,
@@ -65,7 +65,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         },
         doc="multiple-queue backfilling: one queue, partition and reservation per "
             "runtime class",
-        compiled=CompiledPath("olsctl.policies.mqbf.whatif", "olsctl.policies.mqbf.batch"),
+        compiled=CompiledPath("olsctl.policies.mqbf.template", "olsctl.policies.mqbf.batch"),
     ),
     "naive-cap": PolicyEntry(
         factory=NaiveCapping,
@@ -169,7 +169,7 @@ def compile_kernels() -> float:
     seconds it took (:func:`olsctl.policies.core.jit.compile_kernels`)."""
     for entry in REGISTRY.values():
         if entry.compiled is not None:
-            entry.compiled.whatif_module()
+            entry.compiled.template_module()
             entry.compiled.batch_module()
     return jit.compile_kernels()
 

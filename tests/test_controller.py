@@ -239,7 +239,7 @@ def test_a_worker_that_dies_while_this_process_runs_its_share_keeps_the_setting(
 @pytest.mark.parametrize("engine", ["what-if loop", "compiled batch"])
 def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeypatch, engine):
     """Whether EASY's what-ifs run one by one (WhatIfRun) or as one compiled batch."""
-    import olsctl.controller.batch as batchmod
+    import olsctl.controller.batches as batchmod
     import olsctl.controller.scoring as ctlmod
 
     w = _busy_then_quiet()

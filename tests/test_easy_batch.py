@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from property_tally import checked, run_counted
 from test_controller import _blocked_snapshot, _random_snapshot
 from olsctl.controller import Candidate, WhatIfRun, WhatIfTask, percentile
-from olsctl.controller import batch as batches
-from olsctl.controller.batch import fast_batch
+from olsctl.controller import batches
+from olsctl.controller.batches import fast_batch
 
 from olsctl.policies.core.jit import compiled, plain
 
@@ -211,7 +211,7 @@ def _closest_both_ways(data, snap, machine: int, spec: dict, module, name: str) 
     closest is finished in one compiled call or by going on one what-if at a time (the
     batch ``module.name`` alone, then the Python loop). Counts the example."""
     from olsctl.controller import Controller, ControllerSettings, choose
-    from olsctl.controller import batch as batches
+    from olsctl.controller import batches
 
     metric = data.draw(st.sampled_from(["mean_bsld", "mean_wait_s", "max_wait_s"]))
     limit = data.draw(st.floats(0.0, 30.0))

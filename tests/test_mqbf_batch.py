@@ -1,4 +1,4 @@
-"""A tick's MQBF what-ifs in one compiled call (olsctl.policies.mqbf.batch, through olsctl.controller.batch.fast_batch): the same
+"""A tick's MQBF what-ifs in one compiled call (olsctl.policies.mqbf.batch, through olsctl.controller.batches.fast_batch): the same
 trials as the what-ifs run one by one (WhatIfRun, itself checked against the policy's
 Python pass in test_mqbf_kernel.py), bit for bit, each queue's mean bounded slowdown
 included; going on after a cut; and finishing the closest in one call.
@@ -19,7 +19,7 @@ from property_tally import checked, run_counted
 from test_easy_batch import _as_logged, _closest_both_ways, _one_by_one
 from test_mqbf_kernel import MQBF_OLS, _hourly_snapshots, _random_mqbf_snapshot
 from olsctl.controller import Candidate, WhatIfTask
-from olsctl.controller.batch import fast_batch
+from olsctl.controller.batches import fast_batch
 
 
 def _same_as_one_by_one(task, cands, first_met, limits) -> dict:
@@ -126,7 +126,7 @@ def _the_closest_found_in_one_call_is_the_one_found_step_by_step(data):
     # searched by grid or cheapest-first: finishing the closest in one compiled call
     # gives the trials and the count of what-ifs that going on one what-if at a time
     # gives.
-    from olsctl.controller import batch as batches
+    from olsctl.controller import batches
 
     policy, machine, snap = _random_mqbf_snapshot(data)
     _closest_both_ways(data, snap, machine, policy.settings(), batches, "fast_batch")

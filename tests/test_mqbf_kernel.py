@@ -1,4 +1,4 @@
-"""The compiled MQBF what-if (policies/mqbf/, run by policies/mqbf/whatif.py): its
+"""The compiled MQBF what-if (policies/mqbf/, run by policies/mqbf/template.py): its
 pieces against the policy's own, hand-worked tiny cases, and the start times of the what-if
 run by the Python what-if engine (:func:`olsctl.whatif.steps` over a live state, whose
 passes call the same compiled pass), exactly, on random snapshots and on snapshots of real
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from conftest import REPO_ROOT, trace_path, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.trials import Candidate, apply_candidate, setting_of
-from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate, mqbf_whatif
+from olsctl.policies.mqbf.template import MqbfRun, MqbfTemplate, mqbf_whatif
 from olsctl.policies import make_policy
 from mqbf_oracle import largest_remainder
 from olsctl.policies.core.jit import compiled, plain
@@ -510,7 +510,7 @@ def _trials(task, candidates, python: bool, monkeypatch) -> list:
     """Each candidate's trial as :class:`WhatIfRun` scores it, cut short under the task's
     bound and then run on to the end (compiled loop, or with ``python`` the policy's
     Python pass), and whether the compiled loop ran it."""
-    from olsctl.controller import batch as batches
+    from olsctl.controller import batches
     from olsctl.controller import scoring
 
     with monkeypatch.context() as m:

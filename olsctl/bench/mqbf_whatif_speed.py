@@ -1,5 +1,5 @@
 """The speed of MQBF what-ifs: the policy's Python pass against the compiled loop
-(:mod:`olsctl.policies.mqbf.whatif`), on the what-ifs a real MQBF/OLS run asks for
+(:mod:`olsctl.policies.mqbf.template`), on the what-ifs a real MQBF/OLS run asks for
 (``configs/mqbf-ols.yaml`` on a bundled log).
 
 ``python -m olsctl.bench.mqbf_whatif_speed [--trace SDSC-SP2] [--every 10] [--turns 5]``
@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from olsctl.config import load_config, with_overrides
-from olsctl.controller import batch as batches
+from olsctl.controller import batches
 from olsctl.controller.scoring import WhatIfRun
 from olsctl.controller.tick import Controller
 from olsctl.controller.trials import setting_of
 from olsctl.errors import OlsctlError
-from olsctl.policies.mqbf.whatif import MqbfRun, MqbfTemplate
+from olsctl.policies.mqbf.template import MqbfRun, MqbfTemplate
 from olsctl.policies import make_policy
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf.forward import mqbf_warm_up

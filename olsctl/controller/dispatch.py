@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from olsctl.controller.trials import Candidate, Trial, WhatIfTask, failed_trial
-from olsctl.controller import batch as batches
+from olsctl.controller import batches
 from olsctl.controller.scoring import WhatIfRun, _timed_batch, run_batch, what_if_batch
 from olsctl.workers import processes_for
 
@@ -137,7 +137,7 @@ class Dispatcher:
     def closest_here(self, trials: list[Trial], metric: str) -> list[Trial] | None:
         """``trials`` with the closest to the SLA finished in one compiled call, when
         the what-ifs cut short among them are of one EASY batch run in this process
-        (:func:`olsctl.controller.batch.complete_closest`); else None."""
+        (:func:`olsctl.controller.batches.complete_closest`); else None."""
         got = batches.complete_closest(trials, self.cut, metric)
         if got is None:
             return None

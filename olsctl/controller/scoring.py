@@ -4,7 +4,7 @@ Here belong the pure top-level what-if (:func:`what_if`, :class:`WhatIfRun`,
 :func:`what_if_batch`) and how a trial is scored: SLA metrics of the snapshot's jobs,
 the power forecast over the coming interval, and the cost. A what-if runs by its
 policy family's compiled path where the registry declares one and the snapshot allows
-it (:func:`olsctl.controller.batch.tick_template`, :func:`olsctl.controller.batch.fast_batch`,
+it (:func:`olsctl.controller.batches.tick_template`, :func:`olsctl.controller.batches.fast_batch`,
 called through their module, so that a template withheld there sends every what-if to
 the Python pass), else by the policy's Python pass (:func:`olsctl.whatif.steps`); the
 trials are the same.
@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from olsctl.controller import batch as batches
+from olsctl.controller import batches
 from olsctl.controller.forecast import power_forecast
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
                                       cut_trial, failed_trial, known_costs, policy_of, setting_of, weighted_cost)
@@ -184,7 +184,7 @@ def what_if_batch(task: WhatIfTask, candidates: Sequence[Candidate], seed: int =
     this process only), the what-ifs cut short are kept there by candidate, to go on
     later (:meth:`WhatIfRun.resume`). With ``first_met`` = (metric, limit), only the
     trials up to the first with ``metric <= limit`` or an error. Batches that qualify
-    run in one compiled call (:func:`olsctl.controller.batch.fast_batch`), with the
+    run in one compiled call (:func:`olsctl.controller.batches.fast_batch`), with the
     same trials."""
     return run_batch(task, candidates, keep, first_met)[0]
 
@@ -196,7 +196,7 @@ def run_batch(task: WhatIfTask, candidates: Sequence[Candidate],
     """:func:`what_if_batch`'s trials, and how many times a what-if cut short went on:
     with ``then_closest`` (and ``first_met``), a compiled batch in which no
     candidate meets the SLA also finishes the closest (see
-    :func:`olsctl.controller.batch.fast_batch`)."""
+    :func:`olsctl.controller.batches.fast_batch`)."""
     try:
         fast = batches.fast_batch(task, candidates, keep, first_met, then_closest)
     except Exception as exc:  # as when each what-if raises (the first, if it stops there)

@@ -44,7 +44,7 @@ class Param:
 class CompiledPath:
     """A policy family's compiled what-if path, named by module.
 
-    ``whatif`` names a module that offers:
+    ``template`` names a module that offers:
 
     - ``template(snap, policy, until_s, stop_above)``: a tick's what-if arrays for the
       snapshot under the policy, or None when the compiled loop cannot run its what-ifs
@@ -61,11 +61,11 @@ class CompiledPath:
     then_closest)`` runs a tick's candidates in one compiled call (None when they do not
     qualify)."""
 
-    whatif: str
+    template: str
     batch: str | None = None
 
-    def whatif_module(self) -> ModuleType:
-        return importlib.import_module(self.whatif)
+    def template_module(self) -> ModuleType:
+        return importlib.import_module(self.template)
 
     def batch_module(self) -> ModuleType | None:
         return None if self.batch is None else importlib.import_module(self.batch)

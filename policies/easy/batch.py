@@ -4,12 +4,12 @@ registry entry).
 Here belongs :func:`batch`: for a snapshot with nothing but processors (no power, limit,
 budget or partitions) and no arrivals, the what-ifs of a batch of candidates run one
 after the other inside :func:`olsctl.policies.easy.forward.easy_candidates` (each from
-template arrays made in the same call, as :class:`olsctl.policies.easy.whatif.EasyTemplate`
+template arrays made in the same call, as :class:`olsctl.policies.easy.template.EasyTemplate`
 makes them) and are scored there too, optionally stopping at the first that meets the
 SLA (what ``cheapest-first`` asks for). The trials are the ones
 :class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit: the same loop, the same
 scores; only the Python around each what-if is gone. The plan, the cuts and the
-closest's finishing are the controller's (:mod:`olsctl.controller.batch`).
+closest's finishing are the controller's (:mod:`olsctl.controller.batches`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from olsctl.controller.batch import batch_trials, row_trial
+from olsctl.controller.batches import batch_trials, row_trial
 from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
@@ -26,10 +26,10 @@ from olsctl.policies.easy import forward  # noqa: F401  (the batch kernels, call
 from olsctl.policies.core.loop import (FLOAT_BLOCKS, INT_BLOCKS, N_COUNTS,
                                        N_TAIL)
 from olsctl.policies.core.score import N_ROW
-from olsctl.policies.easy.whatif import EasyTemplate
+from olsctl.policies.easy.template import EasyTemplate
 
 if TYPE_CHECKING:
-    from olsctl.controller.batch import _Plan
+    from olsctl.controller.batches import _Plan
 
 
 def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
@@ -37,7 +37,7 @@ def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
           then_closest: bool = False) -> tuple[list[Trial], int] | None:
     """The trials of ``cands`` (in order, their policies EASY's, planned as ``plan``)
     and how many times a what-if cut short went on, or None when the snapshot holds
-    more than processors; the rest as :func:`olsctl.controller.batch.fast_batch`."""
+    more than processors; the rest as :func:`olsctl.controller.batches.fast_batch`."""
     snap = task.snapshot
     if not EasyTemplate.fits(snap):
         return None

@@ -5,11 +5,11 @@ Here belongs :func:`batch`, MQBF's counterpart of :func:`olsctl.policies.easy.ba
 for a snapshot with nothing but processors, no arrivals and one MQBF policy (a built-in
 order) under every candidate, the what-ifs of a batch of candidates run one after the
 other inside :func:`olsctl.policies.mqbf.forward.mqbf_candidates`, each in its row of
-arrays copied from the tick's :class:`olsctl.policies.mqbf.whatif.MqbfTemplate`, and are
+arrays copied from the tick's :class:`olsctl.policies.mqbf.template.MqbfTemplate`, and are
 scored there, each queue's mean bounded slowdown included. The trials are the ones
 :class:`olsctl.controller.scoring.WhatIfRun` gives, bit for bit; only the Python around
 each what-if is gone. The plan, the cuts and the closest's finishing are the
-controller's (:mod:`olsctl.controller.batch`).
+controller's (:mod:`olsctl.controller.batches`).
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from olsctl.controller import batch as batches
-from olsctl.controller.batch import batch_trials, row_trial
+from olsctl.controller import batches
+from olsctl.controller.batches import batch_trials, row_trial
 from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.mqbf import forward  # noqa: F401  (the batch kernels, called compiled)
 from olsctl.policies.core.score import N_ROW
-from olsctl.policies.mqbf.whatif import MqbfTemplate
+from olsctl.policies.mqbf.template import MqbfTemplate
 
 if TYPE_CHECKING:
-    from olsctl.controller.batch import _Plan
+    from olsctl.controller.batches import _Plan
 
 
 def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
@@ -37,7 +37,7 @@ def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
     """The trials of ``cands`` (in order, their policies MQBF's, planned as ``plan``)
     and how many times a what-if cut short went on, or None when their policies differ
     or the snapshot has no template (power, a limit, a budget...); the rest as
-    :func:`olsctl.controller.batch.fast_batch`."""
+    :func:`olsctl.controller.batches.fast_batch`."""
     snap = task.snapshot
     policy = plan.policies[0]
     if any(p != policy for p in plan.policies):
@@ -64,7 +64,7 @@ def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
 class MqbfBatch:
     """The arrays of a batch of ``count`` MQBF what-ifs from ``template``: the job
     columns and a pass's scratch, ``shared``; one row per what-if in each of ``rows``
-    (the arrays an :class:`olsctl.policies.mqbf.whatif.MqbfRun` owns, and the partitions' active
+    (the arrays an :class:`olsctl.policies.mqbf.template.MqbfRun` owns, and the partitions' active
     processors), the last row the template's; ``out``, each what-if's scores (see
     :func:`olsctl.policies.mqbf.forward.mqbf_candidates`). ``censor``: waits are
     censored at a horizon; ``metric``: the SLA bound's."""

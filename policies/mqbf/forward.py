@@ -6,7 +6,7 @@ active processors, a free-processor profile per partition over future time, Phas
 the order of the queue heads, Phase B over the rest, borrowing lowest index first) and
 the what-if loop that runs a snapshot forward with it (:func:`mqbf_forward`, as
 :func:`olsctl.whatif.steps` runs one: completions, then a wake under way, then one pass,
-at each instant). :mod:`olsctl.policies.mqbf.whatif` fills the arrays and reads them back.
+at each instant). :mod:`olsctl.policies.mqbf.template` fills the arrays and reads them back.
 
 Every pass is a full pass: the profiles are built from the running jobs, and each
 pivot's reservation is made when the pivot is made, in pivot order. Phase B walks an

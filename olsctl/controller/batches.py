@@ -215,11 +215,11 @@ def tick_template(snap: Snapshot, policy: Any, until_s: float, task: WhatIfTask)
     path = compiled_path(policy)
     if path is None:
         return None
-    whatif = path.whatif_module()
-    key = (snap, until_s, task.stop_above, path, whatif.template_key(policy))
+    family = path.template_module()
+    key = (snap, until_s, task.stop_above, path, family.template_key(policy))
     old, got = _TEMPLATE
     if old is not None and old[0] is snap and old[1:] == key[1:]:
         return got  # (a template, or None when the snapshot does not fit one)
-    got = whatif.template(snap, policy, until_s, task.stop_above)
+    got = family.template(snap, policy, until_s, task.stop_above)
     _TEMPLATE[:] = [key, got]
     return got
