@@ -381,6 +381,7 @@ def easy_warm_up(k) -> None:
     rows = (n, np.stack((ints, ints)), np.stack((floats, floats)), np.stack((seen, seen)),
             two, True, 10.0)
     k.easy_go_on(rows, 0, INF, out)  # (a batch's what-if going on, called alone)
+    k.score_waits(np.zeros(n), est, 10.0, out[1])  # (a what-if scored one at a time)
     k.closest((n, np.empty((2, ints.size), np.int64), np.empty((2, floats.size)),
                np.empty((2, n), np.bool_), two, False, 10.0), 0, np.ones(2, np.bool_),
               np.ones(2), two, two, out, np.zeros(2, np.bool_))
