@@ -12,19 +12,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from olsctl.policies.budget.overprovision import CAP_LEVELS, SIZES
+from olsctl.policies.budget.parm import Parm
+from olsctl.policies.budget.rmap import RmapAdaptive, RmapNaive, RmapTraditional
 from olsctl.policies.core import jit
 from olsctl.policies.core.base import PolicyBase
+from olsctl.policies.core.order import ORDERS
 from olsctl.policies.core.registry import CompiledPath, Param, Policy, PolicyEntry
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
-from olsctl.policies.power.knapsack import GreedyKnapsack, WindowKnapsack
 from olsctl.policies.power.capping import NaiveCapping
 from olsctl.policies.power.easy_power import PowerEasy
-from olsctl.policies.core.order import ORDERS
-from olsctl.policies.budget.overprovision import CAP_LEVELS, SIZES
-from olsctl.policies.budget.parm import Parm
+from olsctl.policies.power.knapsack import GreedyKnapsack, WindowKnapsack
 from olsctl.policies.power.verify import VERIFY
-from olsctl.policies.budget.rmap import RmapAdaptive, RmapNaive, RmapTraditional
 
 
 _PREDICTOR_DOC = ("oracle, naive, history, or {name: history, window: 10, alpha: 1.0}")

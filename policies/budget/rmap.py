@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from olsctl.perfmodel import BudgetRun, Config, power_factor
-from olsctl.policies.core.backfill import backfill_pass
 from olsctl.policies.budget.overprovision import NO_WIDTH, BudgetPolicy, BudgetResources
+from olsctl.policies.core.backfill import backfill_pass
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

@@ -19,11 +19,11 @@ policies that add a test of their own, the power-aware EASY) and :func:`shadow`
 
 from __future__ import annotations
 
-from olsctl.policies.core.jit import kernel
-
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 import numpy as np
+
+from olsctl.policies.core.jit import kernel
 
 
 if TYPE_CHECKING:

@@ -5,9 +5,10 @@ jobs none of which could start (kernels, see :mod:`olsctl.policies.core.jit`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from olsctl.policies.core.bound import INF
 from olsctl.policies.core.jit import kernel
-import numpy as np
 
 #: the width the index gives a position with no job waiting (wider than any machine)
 NO_JOB = 1 << 62

@@ -8,10 +8,11 @@ the what-if loops their compiled copies.
 
 from __future__ import annotations
 
-from typing import Callable
-from olsctl.policies.core.jit import kernel
+from typing import TYPE_CHECKING, Callable
+
 import numpy as np
-from typing import TYPE_CHECKING
+
+from olsctl.policies.core.jit import kernel
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

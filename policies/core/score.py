@@ -4,9 +4,10 @@ that missed the SLA (kernels, see :mod:`olsctl.policies.core.jit`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from olsctl.policies.core.bound import INF
 from olsctl.policies.core.jit import kernel
-import numpy as np
 
 #: a scored what-if's row in :func:`easy_candidates`' ``out``: how it ended (``OUT_*``),
 #: the bound that cut it short and the instant it stopped, then its scores

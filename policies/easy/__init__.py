@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from olsctl.policies.core.backfill import Reservation
-from olsctl.policies.easy.passes import easy_pass
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.order import ORDER_CODES
+from olsctl.policies.easy.passes import easy_pass
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

@@ -22,10 +22,9 @@ from olsctl.controller.batches import batch_trials, row_trial
 from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
-from olsctl.policies.easy import forward  # noqa: F401  (the batch kernels, called compiled)
-from olsctl.policies.core.loop import (FLOAT_BLOCKS, INT_BLOCKS, N_COUNTS,
-                                       N_TAIL)
+from olsctl.policies.core.loop import FLOAT_BLOCKS, INT_BLOCKS, N_COUNTS, N_TAIL
 from olsctl.policies.core.score import N_ROW
+from olsctl.policies.easy import forward  # noqa: F401  (the batch kernels, called compiled)
 from olsctl.policies.easy.template import EasyTemplate
 
 if TYPE_CHECKING:

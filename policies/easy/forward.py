@@ -13,60 +13,23 @@ pass's order (:func:`ranked_pass`).
 
 from __future__ import annotations
 
-from olsctl.policies.core.loop import ACTIVE
-from olsctl.policies.core.loop import BOUND_COUNTS
-from olsctl.policies.core.loop import BUSY
-from olsctl.policies.core.loop import DUE
-from olsctl.policies.core.loop import EST
-from olsctl.policies.core.loop import FLOAT_BLOCKS
-from olsctl.policies.core.loop import HEAP_J
-from olsctl.policies.core.loop import HEAP_T
-from olsctl.policies.core.loop import INT_BLOCKS
-from olsctl.policies.core.loop import LIMIT
-from olsctl.policies.core.loop import METRIC
-from olsctl.policies.core.loop import NHEAP
-from olsctl.policies.core.loop import NOW
-from olsctl.policies.core.loop import NQ
-from olsctl.policies.core.loop import NRUN
-from olsctl.policies.core.loop import N_CLOCK
-from olsctl.policies.core.loop import N_COUNTS
-from olsctl.policies.core.score import N_ROW
-from olsctl.policies.core.loop import N_TAIL
-from olsctl.policies.core.score import OUT_CUT
-from olsctl.policies.core.score import OUT_DONE
-from olsctl.policies.core.score import OUT_WIDE
-from olsctl.policies.core.loop import PROCS
-from olsctl.policies.core.loop import QUEUE
-from olsctl.policies.core.score import ROW_BOUND
-from olsctl.policies.core.score import ROW_MEAN_BSLD
-from olsctl.policies.core.score import ROW_NOW
-from olsctl.policies.core.score import ROW_STATUS
-from olsctl.policies.core.score import ROW_UNSTARTED
-from olsctl.policies.core.loop import RUNTIME
-from olsctl.policies.core.loop import START
-from olsctl.policies.core.loop import STARTED
-from olsctl.policies.core.loop import SUBMIT
-from olsctl.policies.core.loop import UNTIL
-from olsctl.policies.core.loop import VALUE
-from olsctl.policies.core.loop import WAKE_N
-from olsctl.policies.core.loop import WAKE_T
-from olsctl.policies.core.loop import block
-from olsctl.policies.core.loop import heap_push
-from olsctl.policies.core.index import index_open
-from olsctl.policies.easy.kernels import indexed_pass
-from olsctl.policies.easy.kernels import ranked_pass
-from olsctl.policies.core.score import rows_scored
-from olsctl.policies.core.loop import running_block
-from olsctl.policies.core.score import score_columns
-
 import numpy as np
 
-from olsctl.policies.core.jit import kernel, specialize, warm_up
-from olsctl.policies.core.loop import order_started, what_if_loop
-from olsctl.policies.core.score import closest_loop
 from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.bound import MEAN_BSLD, bound_open
+from olsctl.policies.core.index import index_open
+from olsctl.policies.core.jit import kernel, specialize, warm_up
+from olsctl.policies.core.loop import (ACTIVE, BOUND_COUNTS, BUSY, DUE, EST, FLOAT_BLOCKS,
+                                       HEAP_J, HEAP_T, INT_BLOCKS, LIMIT, METRIC, N_CLOCK,
+                                       N_COUNTS, N_TAIL, NHEAP, NOW, NQ, NRUN, PROCS, QUEUE,
+                                       RUNTIME, START, STARTED, SUBMIT, UNTIL, VALUE,
+                                       WAKE_N, WAKE_T, block, heap_push, order_started,
+                                       running_block, what_if_loop)
 from olsctl.policies.core.order import WFP, ordered_queue
+from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND,
+                                        ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED,
+                                        closest_loop, rows_scored, score_columns)
+from olsctl.policies.easy.kernels import indexed_pass, ranked_pass
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),

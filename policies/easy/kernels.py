@@ -6,16 +6,13 @@ sorted again from the last pass's order (WFP).
 
 from __future__ import annotations
 
-from olsctl.policies.core.order import FCFS
-from olsctl.policies.core.bound import INF
-from olsctl.policies.core.backfill import admit
-from olsctl.policies.core.index import index_drop
-from olsctl.policies.core.backfill import insert_running
-from olsctl.policies.core.jit import kernel
 import numpy as np
-from olsctl.policies.core.order import ordered_queue
-from olsctl.policies.core.order import rank_queue
-from olsctl.policies.core.backfill import shadow_extra
+
+from olsctl.policies.core.backfill import admit, insert_running, shadow_extra
+from olsctl.policies.core.bound import INF
+from olsctl.policies.core.index import index_drop
+from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.order import FCFS, ordered_queue, rank_queue
 
 
 @kernel

@@ -8,14 +8,13 @@ where only new jobs arrived behind a blocked head.
 
 from __future__ import annotations
 
-from olsctl.policies.core.bound import INF
-from olsctl.policies.core.backfill import Reservation
-
 from itertools import chain
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from olsctl.policies.core.backfill import Reservation
+from olsctl.policies.core.bound import INF
 from olsctl.policies.core.jit import compiled_if_loaded
 from olsctl.policies.core.order import FCFS, ordered_queue
 from olsctl.policies.easy.kernels import backfill_from, backfill_rest, head_run

@@ -20,9 +20,9 @@ import numpy as np
 
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.mqbf import phases  # noqa: F401  (the pass, called compiled)
 from olsctl.policies.mqbf.profile import partition_counts, queue_of_estimate
-from olsctl.policies.core.order import ORDER_CODES
 
 if TYPE_CHECKING:
     from olsctl.records import RunRecords

@@ -23,8 +23,8 @@ from olsctl.controller.batches import batch_trials, row_trial
 from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
-from olsctl.policies.mqbf import forward  # noqa: F401  (the batch kernels, called compiled)
 from olsctl.policies.core.score import N_ROW
+from olsctl.policies.mqbf import forward  # noqa: F401  (the batch kernels, called compiled)
 from olsctl.policies.mqbf.template import MqbfTemplate
 
 if TYPE_CHECKING:

@@ -26,26 +26,23 @@ in use and what a job can get now (:data:`SEGMENTS`, :data:`IDLE`, :data:`ROOM`)
 
 from __future__ import annotations
 
-from olsctl.policies.mqbf.phases import P_HEAD
-from olsctl.policies.mqbf.phases import link_queues
-from olsctl.policies.mqbf.phases import mqbf_indexed_phases
-from olsctl.policies.mqbf.phases import mqbf_phases
-from olsctl.policies.mqbf.phases import narrowest_of
-from olsctl.policies.mqbf.profile import partition_counts
-from olsctl.policies.mqbf.phases import pass_opens
-from olsctl.policies.mqbf.phases import pass_parts
-
 import numpy as np
 
-from olsctl.policies.core.loop import ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES, LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL, VALUE, WAKE_N, WAKE_T, heap_push
-from olsctl.policies.core.score import N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND, ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED, rows_scored, score_columns
+from olsctl.policies.core.backfill import INF, insert_running
+from olsctl.policies.core.bound import bound_open
 from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize
-from olsctl.policies.core.loop import order_started, what_if_loop
-from olsctl.policies.core.score import closest_loop
-from olsctl.policies.core.backfill import INF, insert_running
+from olsctl.policies.core.loop import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
+                                       LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
+                                       VALUE, WAKE_N, WAKE_T, heap_push, order_started,
+                                       what_if_loop)
 from olsctl.policies.core.order import WFP, order_into
-from olsctl.policies.core.bound import bound_open
+from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND,
+                                        ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED,
+                                        closest_loop, rows_scored, score_columns)
+from olsctl.policies.mqbf.phases import (P_HEAD, link_queues, mqbf_indexed_phases,
+                                         mqbf_phases, narrowest_of, pass_opens, pass_parts)
+from olsctl.policies.mqbf.profile import partition_counts
 
 
 @kernel

@@ -5,30 +5,18 @@ queue put in order at the pass or kept by position with its index.
 
 from __future__ import annotations
 
-from olsctl.policies.mqbf.profile import EMPTY
-from olsctl.policies.mqbf.profile import IDLE
-from olsctl.policies.core.bound import INF
-from olsctl.policies.mqbf.profile import MINIMA
-from olsctl.policies.mqbf.profile import N_ROOM
-from olsctl.policies.mqbf.profile import ROOM
-from olsctl.policies.mqbf.profile import SEGMENTS
-from olsctl.policies.mqbf.profile import first_empty
-from olsctl.policies.mqbf.profile import fits
-from olsctl.policies.core.index import index_drop
-from olsctl.policies.core.index import index_open
-from olsctl.policies.core.backfill import insert_running
-from olsctl.policies.core.jit import kernel
 import numpy as np
-from olsctl.policies.core.order import order_into
-from olsctl.policies.mqbf.profile import partition_allocation
-from olsctl.policies.mqbf.profile import profile_build
-from olsctl.policies.mqbf.profile import profile_take
-from olsctl.policies.core.order import rank_queue
-from olsctl.policies.mqbf.profile import room_now
-from olsctl.policies.mqbf.profile import running_minima
-from olsctl.policies.mqbf.profile import segment_after
-from olsctl.policies.mqbf.profile import segment_holds
-from olsctl.policies.mqbf.profile import window_fits
+
+from olsctl.policies.core.backfill import insert_running
+from olsctl.policies.core.bound import INF
+from olsctl.policies.core.index import index_drop, index_open
+from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.order import order_into, rank_queue
+from olsctl.policies.mqbf.profile import (EMPTY, IDLE, MINIMA, N_ROOM, ROOM, SEGMENTS,
+                                          first_empty, fits, partition_allocation,
+                                          profile_build, profile_take, room_now,
+                                          running_minima, segment_after, segment_holds,
+                                          window_fits)
 
 
 @kernel

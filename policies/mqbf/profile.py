@@ -6,9 +6,10 @@ made in.
 
 from __future__ import annotations
 
+import numpy as np
+
 from olsctl.policies.core.bound import INF
 from olsctl.policies.core.jit import kernel
-import numpy as np
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
 #: use, the most processors any job can get now (the free count of MQBF.md's TryStart:

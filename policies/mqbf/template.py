@@ -17,10 +17,10 @@ import numpy as np
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core import loop as fw
 from olsctl.policies.core.bound import BOUND_METRICS
-from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.core.jit import compiled
-from olsctl.policies.mqbf import forward  # noqa: F401  (the loop, called compiled)
+from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.mqbf import MultiQueueBackfill
+from olsctl.policies.mqbf import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.state import Snapshot
 from olsctl.whatif import WhatIfResult
 

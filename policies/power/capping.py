@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.order import ORDERS, Order
 from olsctl.power.predict import make_predictor

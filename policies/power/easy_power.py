@@ -4,15 +4,13 @@ each start against the cap in force.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from olsctl.policies.core.backfill import CountResources
-from olsctl.policies.power.verify import VERIFY
-from olsctl.policies.power.capping import _PowerPolicy
-from olsctl.policies.core.backfill import backfill_pass
-from olsctl.policies.power.capping import force_if_idle
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from olsctl.policies.core.backfill import backfill_pass, CountResources
+from olsctl.policies.power.capping import _PowerPolicy, force_if_idle
+from olsctl.policies.power.verify import VERIFY
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

@@ -4,16 +4,14 @@ greedy knapsack by profit per predicted power increase.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import itemgetter
-
-from olsctl.policies.power.capping import FORCE
-from olsctl.policies.power.capping import _PowerPolicy
-from olsctl.policies.power.capping import _increase
-from olsctl.policies.power.capping import force_if_idle
-import math
-import numpy as np
 from typing import TYPE_CHECKING
+
+import numpy as np
+
+from olsctl.policies.power.capping import FORCE, _increase, _PowerPolicy, force_if_idle
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
