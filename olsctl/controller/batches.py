@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from olsctl.controller.trials import (INF, SLA_METRICS, Candidate, cut_trial, known_costs,
-                                      new_trial, policy_of, setting_of, Trial,
-                                      weighted_cost, WhatIfTask)
+from olsctl.controller.trials import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
+                                      cut_trial, known_costs, new_trial, policy_of,
+                                      setting_of, weighted_cost)
 from olsctl.policies import compiled_path
 from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_WIDE, ROW_BOUND, ROW_CENSORED,
                                         ROW_MAX_WAIT, ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS,

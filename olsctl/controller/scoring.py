@@ -25,9 +25,9 @@ import numpy as np
 
 from olsctl.controller import batches
 from olsctl.controller.forecast import power_forecast
-from olsctl.controller.trials import (INF, apply_candidate, Candidate, cut_trial,
-                                      failed_trial, known_costs, policy_of, setting_of,
-                                      Trial, weighted_cost, WhatIfTask)
+from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
+                                      cut_trial, failed_trial, known_costs, policy_of,
+                                      setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import RUNTIME, START, SUBMIT

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from olsctl.perfmodel import (budget_csr, budget_run, budget_timeline, BudgetRun, Config,
-                              PerfSettings)
+from olsctl.perfmodel import (BudgetRun, Config, PerfSettings, budget_csr, budget_run,
+                              budget_timeline)
 from olsctl.policies.core.backfill import INF, Reservation
 from olsctl.policies.core.base import PolicyBase
 

@@ -20,9 +20,9 @@ from olsctl.policies.core.bound import MEAN_BSLD, bound_open
 from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize, warm_up
 from olsctl.policies.core.loop import (ACTIVE, BOUND_COUNTS, BUSY, DUE, EST, FLOAT_BLOCKS,
-                                       HEAP_J, HEAP_T, INT_BLOCKS, LIMIT, METRIC, N_CLOCK,
-                                       N_COUNTS, N_TAIL, NHEAP, NOW, NQ, NRUN, PROCS, QUEUE,
-                                       RUNTIME, START, STARTED, SUBMIT, UNTIL, VALUE,
+                                       HEAP_J, HEAP_T, INT_BLOCKS, LIMIT, METRIC, NHEAP,
+                                       NOW, NQ, NRUN, N_CLOCK, N_COUNTS, N_TAIL, PROCS,
+                                       QUEUE, RUNTIME, START, STARTED, SUBMIT, UNTIL, VALUE,
                                        WAKE_N, WAKE_T, block, heap_push, order_started,
                                        running_block, what_if_loop)
 from olsctl.policies.core.order import WFP, ordered_queue

@@ -33,7 +33,7 @@ from olsctl.policies.core.bound import bound_open
 from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.core.loop import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
-                                       LIMIT, METRIC, N_CLOCK, NHEAP, NOW, NQ, NRUN, UNTIL,
+                                       LIMIT, METRIC, NHEAP, NOW, NQ, NRUN, N_CLOCK, UNTIL,
                                        VALUE, WAKE_N, WAKE_T, heap_push, order_started,
                                        what_if_loop)
 from olsctl.policies.core.order import WFP, order_into

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from olsctl.policies.core.backfill import backfill_pass, CountResources
+from olsctl.policies.core.backfill import CountResources, backfill_pass
 from olsctl.policies.power.capping import _PowerPolicy, force_if_idle
 from olsctl.policies.power.verify import VERIFY
 

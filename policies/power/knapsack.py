@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from olsctl.policies.power.capping import FORCE, _increase, _PowerPolicy, force_if_idle
+from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
