@@ -80,7 +80,8 @@ def test_per_event_steps_are_compiled_into_their_callers():
     import olsctl.policies.mqbf.forward  # noqa: F401
     assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
     assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
-    assert jit._NO_REFCOUNTS == {"forward_loop", "mqbf_loop"}
+    assert jit._NO_REFCOUNTS == {"forward_loop", "mqbf_loop", "mqbf_wfp_pass",
+                                 "wfp_trees_fill"}
     k = compiled()
     for name, func in jit._KERNELS.items():
         copy = getattr(k, name)

@@ -503,6 +503,91 @@ def test_the_kernel_gives_the_python_what_if_on_a_congested_queue(order, borrow)
     assert (tally["borrowed"] > 0) == borrow, tally
 
 
+def _near_tied_wfp_workload(seed: int, widest: int):
+    """Hundreds of jobs on 64 processors, more work offered than the machine does,
+    under configs/mqbf-ols.yaml's queues with user estimates, whose WFP keys often tie
+    or nearly tie: most come in pairs submitted at the same instant or a few units in
+    the last place apart, the second 8 or 27 times as wide with an estimate 2 or 3 times
+    as long (the same real key at every instant, the same float or a few units in the
+    last place apart, so that cubes by multiplication and by ``** 3.0`` order them
+    differently now and then); twins (the same job twice) and ordinary jobs besides;
+    none wider than ``widest``. Submit times and runtimes are not whole seconds."""
+    rng = np.random.default_rng(seed)
+    rows, t = [], 1e5
+    while len(rows) < 500:
+        t += float(rng.exponential(12.0))
+        width, est_s = [(1, 150.0), (1, 400.0), (2, 2000.0), (1, 30.0)][rng.integers(4)]
+        kind = rng.random()
+        if kind < 0.15:  # an ordinary job
+            width, est_s = int(rng.integers(1, widest + 1)), float(rng.choice([60, 900, 5000]))
+        elif kind < 0.25 and rows:  # a twin
+            _, t, _, width, est_s = rows[-1]
+        jobs = [(t, width, est_s)]
+        if kind >= 0.25:  # a pair whose keys tie as real numbers
+            factor = 3 if width * 27 <= widest and rng.random() < 0.5 else 2
+            jobs.append((t + float(rng.integers(-2, 3)) * float(np.spacing(t)),
+                         width * factor ** 3, est_s * factor))
+        for submit, w, e in jobs:
+            runtime = e * float(rng.choice([1.0, 0.5, 0.1])) * float(rng.uniform(0.9, 1.0))
+            rows.append((len(rows) + 1, submit, runtime, w, e))
+    return workload_from_rows(rows[:500], 64)
+
+
+@pytest.mark.parametrize("borrow", [True, False])
+def test_the_main_simulator_in_wfp_order_starts_as_the_oracle_with_near_tied_keys(borrow):
+    """The main simulator's pass in WFP order (each queue's first jobs from trees built
+    for the pass, by quick keys where they are apart) starts every job when MQBF's
+    independent Python pass does (tests/mqbf_oracle.py, which sorts the queue by the exact
+    keys), on congested workloads whose WFP keys often tie or nearly tie."""
+    from mqbf_oracle import OracleMqbf
+
+    for seed in range(2):
+        w = _near_tied_wfp_workload(seed, 64 if borrow else 16)
+        policy = make_policy({**MQBF_OLS, "order": "wfp", "borrow": borrow})
+        runs = [MainSimulator(w, p, w.estimate_s("user")).run() for p in (policy,
+                                                                          OracleMqbf(policy))]
+        starts = [[(r.job_id, r.start_s) for r in run.jobs] for run in runs]
+        assert starts[0] == starts[1]
+        assert len(starts[0]) == 500
+
+
+@pytest.mark.parametrize("borrow", [True, False])
+def test_the_kernel_in_wfp_order_gives_the_oracles_what_if_with_near_tied_keys(borrow):
+    """A what-if in WFP order (each queue's first jobs from its tree, kept from pass to
+    pass by how long each node's first surely stays first; Phase B's next job from a
+    heap of subtrees) gives the outcomes of the Python what-if run by MQBF's independent
+    Python pass (tests/mqbf_oracle.py) and by the policy's own pass: narrowed, widened
+    with a wake under way, to the end, cut short and gone on, and with a horizon, with
+    hundreds waiting whose WFP keys often tie or nearly tie."""
+    from mqbf_oracle import OracleMqbf
+
+    started = cut = 0
+    for seed in range(2):
+        w = _near_tied_wfp_workload(seed, 64 if borrow else 16)
+        policy = make_policy({**MQBF_OLS, "order": "wfp", "borrow": borrow})
+        sim = MainSimulator(w, policy, w.estimate_s("user"))
+        snaps: list = []
+        sim.at(float(w.submit_s[-1]), lambda s: snaps.append(s.state.snapshot()))
+        sim.run()
+        snap = snaps[0]
+        assert snap.n_waiting >= 200, snap.n_waiting
+        current = Candidate(snap.active_procs)
+        for active, latency in ((64, 0.0), (40, 0.0), (52, 0.0), (64, 900.0)):
+            for stop_above, until_s in ((None, INF), (("mean_bsld", 3.0), INF),
+                                        (None, snap.now_s + 4000.0)):
+                args = (snap, Candidate(active), current, latency, until_s, stop_above)
+                kernel = [got for got, _ in _kernel_whatif(snap, policy, *args[1:])]
+                for python in (OracleMqbf(policy), policy):
+                    want = list(_python_whatif(snap, python, *args[1:]))
+                    assert len(want) == len(kernel)
+                    for a, b in zip(kernel, want):
+                        assert _same(a, b), (seed, active, latency, stop_above, until_s)
+                start = kernel[-1][0]
+                started += int(np.count_nonzero(~np.isnan(start[snap.n_running:])))
+                cut += len(kernel) > 1
+    assert started > 2000 and cut >= 4, (started, cut)
+
+
 # -- the controller's what-ifs -------------------------------------------------------------
 
 

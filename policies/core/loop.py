@@ -16,7 +16,6 @@ import numpy as np
 from olsctl.policies.core.backfill import INF, remove_running
 from olsctl.policies.core.bound import bound_start, bound_value, missed
 from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.order import WFP
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -184,6 +183,9 @@ def what_if_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
     kernels, as a SimPy resource supplies only its put and get to the queue loop its base
     class writes once. ``ps`` holds the family's own arrays, which only its steps read:
 
+    - ``pass_by_position(code)``: whether the family keeps the queue by position in
+      order ``code`` (jobs that start leave holes; the queue in arrival order moves up
+      behind them when the loop stops) rather than in a kept order;
     - ``pass_marks(ps, queue, nq, procs)``: the pass's mark at the start (an int the
       steps keep between passes: EASY's head position, MQBF's narrowest waiting job);
     - ``pass_step(code, ps, now, idle, n_pos, nq, mark, queue, procs, est, submit, start,
@@ -194,8 +196,8 @@ def what_if_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
     - ``pass_finished(ps, j)``: job ``j`` ended; ``pass_woke(ps, active)``: a wake
       finished with ``active`` processors.
 
-    ``queue[:NQ]`` waits in arrival order (in a fixed order, a family keeps the queue by
-    position in ``ps`` and ``n_pos`` counts the positions); ``start`` gets each start.
+    ``queue[:NQ]`` waits in arrival order (a family that keeps the queue by position
+    keeps it in ``ps``, and ``n_pos`` counts the positions); ``start`` gets each start.
     The arrays hold the whole run between calls; the loop allocates nothing (its
     instances are compiled without reference counts)."""
     acc = clock[N_CLOCK:]
@@ -213,8 +215,8 @@ def what_if_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
     finishes = count[FINISHES]
     at_bound = count[AT_BOUND] != 0
     cut = False
-    # in a fixed order: nq counts the jobs still waiting, n_pos the positions
-    fixed = code != WFP
+    # a queue kept by position: nq counts the jobs still waiting, n_pos the positions
+    fixed = pass_by_position(code)  # noqa: F821  (bound by specialize)
     n_pos = nq if fixed else 0
     mark = pass_marks(ps, queue, nq, procs)  # noqa: F821  (bound by specialize)
     while True:

@@ -149,6 +149,12 @@ def run_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarr
 
 
 @kernel(inline=True)
+def easy_by_position(code: int) -> bool:
+    """EASY's what-ifs keep the queue by position in a fixed order (all but WFP)."""
+    return code != WFP
+
+
+@kernel(inline=True)
 def easy_marks(ps: tuple, queue: np.ndarray, nq: int, procs: np.ndarray) -> int:
     """EASY's mark at a loop's start: the head's position (0)."""
     return 0
@@ -197,7 +203,7 @@ def easy_woke(ps: tuple, active: int) -> None:
 #: positions); in WFP order, (the waiting jobs in the last pass's order, 0, each job's
 #: arrival rank, room for each job's key, unused)
 forward_loop = specialize(what_if_loop, "forward_loop", refcounts=False,
-                          pass_marks=easy_marks, pass_step=easy_step,
+                          pass_by_position=easy_by_position, pass_marks=easy_marks, pass_step=easy_step,
                           pass_started=easy_started, pass_finished=easy_finished,
                           pass_woke=easy_woke)
 

@@ -2,7 +2,7 @@
 
 Jobs go to one of K queues by runtime estimate; each queue owns a partition of the
 active processors. A pass is the compiled kernel
-:func:`olsctl.policies.mqbf.phases.mqbf_pass`, the one the controller's what-ifs run
+:func:`olsctl.policies.mqbf.passes.mqbf_pass`, the one the controller's what-ifs run
 too; this module holds the policy: its settings, the queues and partitions, the arrays
 a state's passes share (:class:`PassArrays`), and the run's record of the pivots that
 started later than a reservation they had held (:class:`PivotRecord`).
@@ -21,7 +21,7 @@ import numpy as np
 from olsctl.policies.core.base import PolicyBase
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
-from olsctl.policies.mqbf import phases  # noqa: F401  (the pass, called compiled)
+from olsctl.policies.mqbf import passes  # noqa: F401  (the pass, called compiled)
 from olsctl.policies.mqbf.profile import partition_counts, queue_of_estimate
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class MultiQueueBackfill(PolicyBase):
         return {**(base or {}), **record.report()}
 
     def backfill(self, state: "SimState") -> list[tuple[int, float]] | None:
-        """One pass (:func:`olsctl.policies.mqbf.phases.mqbf_pass` over the state's
+        """One pass (:func:`olsctl.policies.mqbf.passes.mqbf_pass` over the state's
         arrays): the jobs it starts are started on the state, in start order, each with
         its processors per partition. Returns the pass's reservations, one per queue with
         a pivot, as (pivot job, reserved start in s; inf: it never fits), in queue order;
@@ -288,7 +288,7 @@ class MultiQueueBackfill(PolicyBase):
 
 class PassArrays:
     """What a state's MQBF passes share (boundaries ``boundaries_s``, K queues), as the
-    arrays of :func:`olsctl.policies.mqbf.phases.mqbf_pass`: the job columns
+    arrays of :func:`olsctl.policies.mqbf.passes.mqbf_pass`: the job columns
     ``procs``, ``est``, ``submit`` and ``queue_of`` (each job's queue, 0-based), copies
     of the state's lists (a job's entries never change once it is in them: jobs are
     only appended); ``alloc[j, p]``, the processors job ``j`` took from partition ``p``

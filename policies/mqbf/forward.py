@@ -34,15 +34,16 @@ from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.core.loop import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
                                        LIMIT, METRIC, NHEAP, NOW, NQ, NRUN, N_CLOCK, UNTIL,
-                                       VALUE, WAKE_N, WAKE_T, heap_push, order_started,
-                                       what_if_loop)
-from olsctl.policies.core.order import WFP, order_into
+                                       VALUE, WAKE_N, WAKE_T, heap_push, what_if_loop)
+from olsctl.policies.core.order import FCFS, WFP, order_into
 from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND,
                                         ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED,
                                         closest_loop, rows_scored, score_columns)
 from olsctl.policies.mqbf.phases import (P_HEAD, link_queues, mqbf_indexed_phases,
-                                         mqbf_phases, narrowest_of, pass_opens, pass_parts)
+                                         narrowest_of, pass_opens, pass_parts)
 from olsctl.policies.mqbf.profile import partition_counts
+from olsctl.policies.mqbf.wfp_phases import mqbf_wfp_phases
+from olsctl.policies.mqbf.wfp_trees import wfp_narrowest, wfp_trees_open
 
 
 @kernel
@@ -106,26 +107,30 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
     # one pass's scratch, for every pass: the queue only shrinks
     parts = pass_parts(k)
     least = np.empty((k + 1, free.shape[1]), dtype=np.int64)
-    # in a fixed order (all but WFP): the queue in it, by position, each queue's jobs
-    # linked (each queue's first position in parts[P_HEAD], then ``after`` each one),
-    # with the index of the waiting jobs (see mqbf_indexed_phases). In WFP order, the
-    # queue in its order now, then mqbf_phases sorts it again at each pass from the
-    # last pass's order, with each job's arrival rank (``wide``) and key (``short``).
-    n_pos = nq if code != WFP else 0
+    # the queue by position: in FCFS, SAF or SJF order in that order (no key changes
+    # while a job waits), each queue's jobs linked (each queue's first position in
+    # parts[P_HEAD], then ``after`` each one), with the index of the waiting jobs (see
+    # mqbf_indexed_phases); in WFP order in arrival order, with each queue's tree of its
+    # jobs, kept from pass to pass (see mqbf_wfp_phases)
     order = np.empty((2, nq), dtype=np.int64)
     done = np.zeros(nq, dtype=np.bool_)
-    order_into(code, clock[NOW], queue[:nq], procs, est, submit, order[0])
-    link_queues(order[0], n_pos, queue_of, parts[P_HEAD, :k], order[1])
+    now = clock[NOW]
     if code == WFP:
-        size, wide, short = 0, np.empty(len(procs), dtype=np.int64), np.empty(len(procs))
-        for i in range(nq):
-            wide[queue[i]] = i
+        order_into(FCFS, now, queue[:nq], procs, est, submit, order[0])
+        trees, tree_i, tree_f = wfp_trees_open(order[0], nq, queue_of, k, now, procs, est,
+                                               submit, True)
+        size, wide, short = 0, np.empty(0, dtype=np.int64), np.empty(0)
     else:
-        size, wide, short = index_open(order[0], n_pos, procs, est)
+        order_into(code, now, queue[:nq], procs, est, submit, order[0])
+        link_queues(order[0], nq, queue_of, parts[P_HEAD, :k], order[1])
+        size, wide, short = index_open(order[0], nq, procs, est)
+        trees, tree_i, tree_f = wfp_trees_open(order[0], 0, queue_of, 0, now, procs, est,
+                                               submit, False)
     return mqbf_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
                      heap_j, started, clock, count, seen, bsld_s,
                      (borrow, weights, queue_of, alloc, held, owned, times, free, pivot_s,
-                      pivot_j, parts, least, order, done, size, wide, short))
+                      pivot_j, parts, least, order, done, size, wide, short, trees, tree_i,
+                      tree_f))
 
 
 @kernel(inline=True)
@@ -145,7 +150,7 @@ def mqbf_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: int,
     order, the indexed phases over the queue kept by position; in WFP order, the phases
     over the queue sorted again from the last pass's order."""
     (borrow, weights, queue_of, alloc, held, owned, times, free, pivot_s, pivot_j, parts,
-     least, order, done, size, wide, short) = ps
+     least, order, done, size, wide, short, trees, tree_i, tree_f) = ps
     if not pass_opens(idle, narrowest, pivot_s, pivot_j):
         return 0, n_run, narrowest
     if code != WFP:
@@ -154,24 +159,30 @@ def mqbf_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: int,
                                         times, free, pivot_s, pivot_j, started, parts, least,
                                         size, wide, short)
     else:
-        ns, n_run = mqbf_phases(code, borrow, now, idle, queue[:nq], procs, est, submit,
-                                queue_of, owned, held, running, n_run, alloc, times, free,
-                                pivot_s, pivot_j, started, order, done, parts, least, wide,
-                                short)
+        ns, n_run = mqbf_wfp_phases(borrow, now, idle, order[0], done, procs, est, submit,
+                                    queue_of, owned, held, running, n_run, alloc, times,
+                                    free, pivot_s, pivot_j, started, parts, least, trees,
+                                    tree_i, tree_f)
     return ns, n_run, narrowest
 
 
 @kernel(inline=True)
 def mqbf_started(code: int, ps: tuple, ns: int, nq: int, narrowest: int,
                  queue: np.ndarray, start: np.ndarray, procs: np.ndarray) -> tuple:
-    """``ns`` jobs started: they leave the queue (holes by position, or the kept order
-    in WFP order), and the narrowest waiting job is found again (the index's root, by
-    position)."""
-    if code != WFP:
-        nq -= ns
-        return nq, ps[15][1] if nq else 0
-    nq = order_started(ps[12][0], queue, nq, start, ns)
-    return nq, narrowest_of(queue[:nq], procs)
+    """``ns`` jobs started: they leave holes in the queue by position, and the narrowest
+    waiting job is found again (the root of the index, or in WFP order of the trees)."""
+    nq -= ns
+    if nq == 0:
+        return nq, 0
+    if code == WFP:
+        return nq, wfp_narrowest(ps[17], ps[18])
+    return nq, ps[15][1]
+
+
+@kernel(inline=True)
+def mqbf_by_position(code: int) -> bool:
+    """MQBF's what-ifs keep the queue by position in every order (WFP's by its trees)."""
+    return True
 
 
 @kernel(inline=True)
@@ -193,10 +204,11 @@ def mqbf_woke(ps: tuple, active: int) -> None:
 #: hold, each partition's share, the profile's times and free processors, the pivots'
 #: reservations and jobs, a pass's scratch (parts, least), the queue in its order and
 #: each queue's jobs linked (or in WFP order, the last pass's order), done, and the
-#: index's size, widths and estimates (in WFP order: 0, each job's arrival rank, room
-#: for each job's key))
+#: index's size, widths and estimates (in WFP order: empty), then in WFP order each
+#: queue's tree and room for Phase B's candidates (see mqbf_wfp_phases))
 mqbf_loop = specialize(what_if_loop, "mqbf_loop", refcounts=False,
-                       pass_marks=mqbf_marks, pass_step=mqbf_step,
+                       pass_by_position=mqbf_by_position, pass_marks=mqbf_marks,
+                       pass_step=mqbf_step,
                        pass_started=mqbf_started, pass_finished=mqbf_finished,
                        pass_woke=mqbf_woke)
 

@@ -5,13 +5,13 @@ queue put in order at the pass or kept by position with its index.
 
 from __future__ import annotations
 
+
 import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.bound import INF
-from olsctl.policies.core.index import index_drop, index_open
+from olsctl.policies.core.index import index_drop
 from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.order import order_into, rank_queue
 from olsctl.policies.mqbf.profile import (EMPTY, IDLE, MINIMA, N_ROOM, ROOM, SEGMENTS,
                                           first_empty, fits, partition_allocation,
                                           profile_build, profile_take, room_now,
@@ -78,41 +78,8 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
 
 
 @kernel
-def mqbf_pass(code: int, borrow: bool, now: float, active: int, busy: int,
-              queue: np.ndarray, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
-              queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
-              running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
-              free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
-              started: np.ndarray) -> tuple:
-    """One MQBF pass over ``queue`` (the waiting jobs in arrival order) put in order
-    ``code``, with ``owned[p]`` processors in partition p of ``active``, ``busy`` in use.
-
-    Phase A takes the queues in the order of their heads: each starts jobs from its
-    head while they fit, and its first job that does not becomes the queue's pivot with
-    a reservation (the pivot in ``pivot_j[q]``, its start, or inf, in ``pivot_s[q]``;
-    -1 and NaN for a queue without a pivot). Phase B tries every other job,
-    all queues merged in order. The jobs started go to ``started`` in start order, with
-    their allocations in ``alloc`` and ``held``, and join ``running``. Returns (jobs
-    started, running jobs). A pass in which no waiting job is narrow enough for the idle
-    processors changes nothing (:func:`pass_opens`).
-
-    This is :func:`mqbf_phases` with its scratch made for the one pass (the what-if
-    loop makes it once for all its passes)."""
-    if not pass_opens(active - busy, narrowest_of(queue, procs), pivot_s, pivot_j):
-        return 0, n_run
-    k = len(owned)
-    nq = len(queue)
-    return mqbf_phases(code, borrow, now, active - busy, queue, procs, est, submit,
-                       queue_of, owned, held, running, n_run, alloc, times, free, pivot_s,
-                       pivot_j, started, np.empty((2, nq), dtype=np.int64),
-                       np.empty(nq, dtype=np.bool_), pass_parts(k),
-                       np.empty((k + 1, free.shape[1]), dtype=np.int64),
-                       np.empty(0, dtype=np.int64), np.empty(0))
-
-
-@kernel
 def pass_parts(k: int) -> np.ndarray:
-    """Per-partition scratch for passes with ``k`` partitions (:func:`mqbf_phases`)."""
+    """Per-partition scratch for passes with ``k`` partitions (:func:`olsctl.policies.mqbf.passes.mqbf_phases`)."""
     return np.empty((N_PARTS, max(k, N_ROOM)), dtype=np.int64)
 
 
@@ -139,51 +106,15 @@ def pass_opens(idle: int, narrowest: int, pivot_s: np.ndarray,
         pivot_j[q] = -1
     return idle > 0 and 0 < narrowest <= idle
 
-#: rows of a pass's per-partition scratch (:func:`mqbf_phases`' ``parts``): each queue's
+#: rows of a pass's per-partition scratch (:func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): each queue's
 #: first position in the ordered queue (-1: none), the queues in the order of their
 #: heads, each partition's free processors now, each one's least free count over a
-#: window, a job's processors per partition, and the ``room`` slots (:data:`SEGMENTS`
-#: ...)
-P_HEAD, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM = 0, 1, 2, 3, 4, 5
+#: window, a job's processors per partition, the ``room`` slots (:data:`SEGMENTS`
+#: ...), and in WFP order each queue's first waiting position in that order, then its
+#: pivot's (-1: none)
+P_HEAD, P_HEADS, P_NOW_FREE, P_MINS, P_GOT, P_ROOM, P_FIRST = 0, 1, 2, 3, 4, 5, 6
 
-N_PARTS = 6
-
-
-@kernel
-def mqbf_phases(code: int, borrow: bool, now: float, idle: int, queue: np.ndarray,
-                procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
-                queue_of: np.ndarray, owned: np.ndarray, held: np.ndarray,
-                running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
-                free: np.ndarray, pivot_s: np.ndarray, pivot_j: np.ndarray,
-                started: np.ndarray, order: np.ndarray, done: np.ndarray,
-                parts: np.ndarray, least: np.ndarray, rank: np.ndarray,
-                key: np.ndarray) -> tuple:
-    """Phases A and B of :func:`mqbf_pass` once :func:`pass_opens` said the pass can
-    change something (``idle`` processors not in use), with scratch for it: ``order``
-    (2 rows of at least ``len(queue)``: the jobs in order ``code``, and for each
-    position the next position of the same queue, -1 for none), ``done`` (as many),
-    ``parts`` (:data:`N_PARTS` rows of K, or of :data:`N_ROOM` if that is more) and
-    ``least`` (K + 1 rows as long as ``free``'s, :func:`running_minima`). It orders and
-    links the queue and builds the index of its positions for this pass, then runs
-    :func:`mqbf_indexed_phases`. A what-if in WFP order passes each job's arrival
-    ``rank`` and room for its ``key``: ``order[0]`` then holds the waiting jobs in the
-    last pass's order, and is sorted again from it
-    (:func:`olsctl.policies.core.order.rank_queue`); else both are empty and the queue is
-    put in order afresh."""
-    k = len(owned)
-    nq = len(queue)
-    ordered = order[0]
-    after = order[1]
-    if rank.size:
-        rank_queue(code, now, ordered, nq, rank, key, queue, procs, est, submit)
-    else:
-        order_into(code, now, queue, procs, est, submit, ordered)
-    link_queues(ordered, nq, queue_of, parts[P_HEAD, :k], after)
-    done[:nq] = False  # Phase A's jobs, by position: started or pivots
-    size, wide, short = index_open(ordered, nq, procs, est)
-    return mqbf_indexed_phases(borrow, now, idle, ordered, after, done, procs, est,
-                               queue_of, owned, held, running, n_run, alloc, times, free,
-                               pivot_s, pivot_j, started, parts, least, size, wide, short)
+N_PARTS = 7
 
 
 @kernel
@@ -214,7 +145,7 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
     head while they fit, its first job that does not becoming its pivot, reserved, and
     its head. The jobs started and the pivots are marked ``done``, and the jobs
     started leave the index (``size``, ``wide``, ``short``: see
-    :func:`olsctl.policies.core.index.index_open`). Returns (jobs started, running
+    :func:`olsctl.policies.forward.index_open`). Returns (jobs started, running
     jobs)."""
     k = len(owned)
     head = parts[P_HEAD, :k]
@@ -229,7 +160,40 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
                 h -= 1
             heads[h] = q
             n_heads += 1
-    # the profile
+    pass_profile(now, idle, owned, held, running, n_run, alloc, times, free, parts)
+    ns = 0
+    for h in range(n_heads):
+        q = heads[h]
+        g = head[q]
+        while g >= 0:
+            j = ordered[g]
+            if not head_starts(borrow, now, q, j, procs, est, times, free, least, parts):
+                break
+            started[ns] = j
+            ns += 1
+            done[g] = True
+            index_drop(wide, short, size, g)
+            n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
+                             n_run)
+            g = after[g]
+            while g >= 0 and done[g]:
+                g = after[g]
+        head[q] = g
+        if g >= 0:
+            done[g] = True
+            pivot_reserve(borrow, q, ordered[g], procs, est, times, free, pivot_s, pivot_j,
+                          parts)
+    return ns, n_run
+
+
+@kernel(inline=True)
+def pass_profile(now: float, idle: int, owned: np.ndarray, held: np.ndarray,
+                 running: np.ndarray, n_run: int, alloc: np.ndarray, times: np.ndarray,
+                 free: np.ndarray, parts: np.ndarray) -> None:
+    """A pass's profile from the running jobs, ``idle`` processors not in use: each
+    partition's free processors now and the ``room`` slots in ``parts``, the segments
+    in ``times`` and ``free``."""
+    k = len(owned)
     now_free = parts[P_NOW_FREE, :k]
     for p in range(k):
         now_free[p] = owned[p] - held[p]
@@ -239,39 +203,40 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
     room[SEGMENTS] = profile_build(now, now_free, running, n_run, alloc, times, free)
     room[MINIMA] = 0
     room[EMPTY] = -1
-    mins = parts[P_MINS, :k]
-    got = parts[P_GOT, :k]
-    ns = 0
-    for h in range(n_heads):
-        q = heads[h]
-        g = head[q]
-        while g >= 0:
-            j = ordered[g]
-            if procs[j] > room[ROOM]:
-                break
-            last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
-            if last >= room[MINIMA]:
-                room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
-            if not fits(procs[j], least[q, last], least[k, last], borrow):
-                break
-            mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
-                       now_free, mins, got)
-            started[ns] = j
-            ns += 1
-            done[g] = True
-            index_drop(wide, short, size, g)
-            n_run = hold_job(j, now + est[j], got, alloc, held, running, n_run)
-            g = after[g]
-            while g >= 0 and done[g]:
-                g = after[g]
-        head[q] = g
-        if g >= 0:
-            done[g] = True
-            j = ordered[g]
-            pivot_j[q] = j
-            pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, room, mins,
-                                      got)
-    return ns, n_run
+
+
+@kernel(inline=True)
+def head_starts(borrow: bool, now: float, q: int, j: int, procs: np.ndarray,
+                est: np.ndarray, times: np.ndarray, free: np.ndarray, least: np.ndarray,
+                parts: np.ndarray) -> bool:
+    """Phase A's TryStart of job ``j``, queue ``q``'s head, in the pass whose profile and
+    scratch are ``times`` to ``parts``: it starts (:func:`mqbf_start`, its processors per
+    partition in ``parts[P_GOT]``) when it is no wider than what a job can get now and
+    :func:`fits`."""
+    k = free.shape[0]
+    room = parts[P_ROOM]
+    if procs[j] > room[ROOM]:
+        return False
+    last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
+    if last >= room[MINIMA]:
+        room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+    if not fits(procs[j], least[q, last], least[k, last], borrow):
+        return False
+    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
+               parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k])
+    return True
+
+
+@kernel(inline=True)
+def pivot_reserve(borrow: bool, q: int, j: int, procs: np.ndarray, est: np.ndarray,
+                  times: np.ndarray, free: np.ndarray, pivot_s: np.ndarray,
+                  pivot_j: np.ndarray, parts: np.ndarray) -> None:
+    """Job ``j``, queue ``q``'s head that did not start, becomes its pivot, reserved
+    (:func:`mqbf_reserve`)."""
+    k = free.shape[0]
+    pivot_j[q] = j
+    pivot_s[q] = mqbf_reserve(q, procs[j], est[j], borrow, times, free, parts[P_ROOM],
+                              parts[P_MINS, :k], parts[P_GOT, :k])
 
 
 @kernel(inline=True)
@@ -281,7 +246,7 @@ def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.nd
                  mins: np.ndarray, got: np.ndarray) -> bool:
     """Phase B's try of job ``j``, neither started nor a pivot and no wider than what a
     job can get now, in the pass whose profile and scratch are ``times`` to ``got`` (the
-    rows of :func:`mqbf_phases`' ``parts``): it starts (:func:`mqbf_start`, its
+    rows of :func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): it starts (:func:`mqbf_start`, its
     processors per partition in ``got``) unless its run would need a processor where
     none is left (:func:`first_empty`) or it does not fit (:func:`fits`)."""
     k = free.shape[0]
@@ -313,7 +278,7 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
     """Phases A and B (:func:`phase_a`, then Phase B) over the queue by position in
     its order (``ordered``, the jobs started in earlier passes ``done``; each queue's
     first position in ``parts[P_HEAD]``, and ``after`` each one), with the index of its
-    waiting jobs (``size``, ``wide``, ``short``): :func:`mqbf_phases` makes these for
+    waiting jobs (``size``, ``wide``, ``short``): :func:`olsctl.policies.mqbf.passes.mqbf_phases` makes these for
     its one pass, a what-if's loop once per call for all its passes. Phase B walks the
     index and goes down only into subtrees whose narrowest width and shortest estimate
     might pass: no wider than what a job can get now, a run ending no later than the
@@ -333,19 +298,7 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
     while True:
         if room[ROOM] <= 0:
             break
-        go = wide[i] <= room[ROOM]
-        if go:
-            end = now + short[i]
-            empty = room[EMPTY]
-            if empty < 0:
-                empty = first_empty(free, least, room)
-            go = not (empty < room[SEGMENTS] and end > times[empty])
-            if go:
-                last = segment_after(times, room[SEGMENTS], end, 1) - 1
-                if last >= room[MINIMA]:
-                    room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
-                go = wide[i] <= least[k, last]
-        if go:
+        if may_backfill(now, wide[i], short[i], times, free, least, room):
             if i < size:  # a subtree that may hold one: its left half first
                 i = 2 * i
                 continue
@@ -368,6 +321,30 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
         if pivot_j[q] >= 0:
             done[head[q]] = False
     return ns, n_run
+
+
+@kernel(inline=True)
+def may_backfill(now: float, w: int, d: float, times: np.ndarray, free: np.ndarray,
+                 least: np.ndarray, room: np.ndarray) -> bool:
+    """Whether a job of width ``w`` and estimate ``d`` (s) might pass Phase B's try in
+    the pass whose profile is ``times`` to ``room``: no wider than what a job can get
+    now, a run ending no later than the first segment with no processor left
+    (:func:`first_empty`), no wider than what all partitions together keep free over
+    the run (``least[K, last]``). For a subtree of the index, with its narrowest width
+    and shortest estimate: whether one of its jobs might (widths and ``now + d`` only
+    grow, and that sum only falls as a run grows longer)."""
+    if w > room[ROOM]:
+        return False
+    end = now + d
+    empty = room[EMPTY]
+    if empty < 0:
+        empty = first_empty(free, least, room)
+    if empty < room[SEGMENTS] and end > times[empty]:
+        return False
+    last = segment_after(times, room[SEGMENTS], end, 1) - 1
+    if last >= room[MINIMA]:
+        room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
+    return w <= least[free.shape[0], last]
 
 
 @kernel
