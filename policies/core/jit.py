@@ -37,6 +37,8 @@ _PENDING: list[str] = []
 #: the kernels made by :func:`specialize`: for each, its step names and the kernels bound
 #: to them
 _STEPS: dict[str, dict[str, str]] = {}
+#: the scopes of their compiled copies (the shared scope, with the steps bound)
+_STEP_SCOPES: list[dict] = []
 
 #: what compiles each kernel module's kernels on a tiny case (see :func:`warm_up`)
 _WARM_UPS: list[Callable] = []
@@ -83,13 +85,14 @@ def kernel(func: Callable | None = None, *, inline: bool = False,
     return func
 
 
-def specialize(template: Callable, name: str, *, refcounts: bool = True,
-               **steps: Callable) -> Callable:
+def specialize(template: Callable, name: str, *, inline: bool = False,
+               refcounts: bool = True, **steps: Callable) -> Callable:
     """A kernel named ``name`` that runs ``template``'s code with its global names
     ``steps`` bound to the given kernels: one loop written once, each policy family's
     instance calling that family's steps (compiled into it where they are marked
-    ``inline``). The plain function runs the same way uncompiled. ``refcounts`` as for
-    :func:`kernel`."""
+    ``inline``). The plain function runs the same way uncompiled; it sees the names of
+    ``template``'s module as they are when it is made (make it once they are all
+    defined). ``inline`` and ``refcounts`` as for :func:`kernel`."""
     scope = dict(template.__globals__)
     scope.update(steps)
     func = types.FunctionType(template.__code__, scope, name, template.__defaults__,
@@ -97,7 +100,7 @@ def specialize(template: Callable, name: str, *, refcounts: bool = True,
     func.__qualname__ = name
     func.__doc__ = template.__doc__
     _STEPS[name] = {step: bound.__name__ for step, bound in steps.items()}
-    return kernel(func, refcounts=refcounts)
+    return kernel(func, inline=inline, refcounts=refcounts)
 
 
 def warm_up(func: Callable) -> Callable:
@@ -132,6 +135,7 @@ def compiled() -> types.SimpleNamespace:
         _COMPILED = types.SimpleNamespace()
         for name in sorted(_KERNELS, key=_STEPS.__contains__):  # (the steps first)
             _compile(name)
+        _complete_step_scopes()
     elif _PENDING:  # kernel modules imported since: their names join the scope
         late = [_KERNELS[name] for name in _PENDING]
         for name, value in _shared_scope(late).items():
@@ -139,6 +143,7 @@ def compiled() -> types.SimpleNamespace:
         for name in sorted(_PENDING, key=_STEPS.__contains__):
             _compile(name)
         _PENDING.clear()
+        _complete_step_scopes()
     return _COMPILED
 
 
@@ -151,6 +156,7 @@ def _compile(name: str) -> None:
     if name in _STEPS:  # its steps bound to the compiled kernels
         scope = dict(_SCOPE)
         scope.update({step: _SCOPE[bound] for step, bound in _STEPS[name].items()})
+        _STEP_SCOPES.append(scope)
     copy = types.FunctionType(func.__code__, scope, name, func.__defaults__,
                               func.__closure__)
     copy.__qualname__ = func.__qualname__
@@ -160,6 +166,15 @@ def _compile(name: str) -> None:
     _SCOPE[name] = njit(cache=True, inline="always" if name in _INLINE else "never",
                         _nrt=name not in _NO_REFCOUNTS)(copy)
     setattr(_COMPILED, name, _SCOPE[name])
+
+
+def _complete_step_scopes() -> None:
+    """Every name of the shared scope in each specialized kernel's scope too (numba
+    resolves a kernel's names at its first call: by then every kernel made so far is
+    there, including those made after it), its steps kept."""
+    for scope in _STEP_SCOPES:
+        for name, value in _SCOPE.items():
+            scope.setdefault(name, value)
 
 
 def _shared_scope(funcs: "Iterable[Callable] | None" = None) -> dict:

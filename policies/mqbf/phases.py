@@ -11,7 +11,7 @@ import numpy as np
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.bound import INF
 from olsctl.policies.core.index import index_drop
-from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.mqbf.profile import (EMPTY, IDLE, MINIMA, N_ROOM, ROOM, SEGMENTS,
                                           first_empty, fits, partition_allocation,
                                           profile_build, profile_take, room_now,
@@ -161,6 +161,42 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
             heads[h] = q
             n_heads += 1
     pass_profile(now, idle, owned, held, running, n_run, alloc, times, free, parts)
+    return indexed_heads(borrow, now, ordered, done, procs, est, held, running, n_run,
+                         alloc, times, free, pivot_s, pivot_j, started, parts, least, heads,
+                         n_heads, head, (after, size, wide, short))
+
+
+@kernel(inline=True)
+def indexed_next(way: tuple, q: int, g: int, now: float, ordered: np.ndarray,
+                 done: np.ndarray, procs: np.ndarray, est: np.ndarray) -> int:
+    """The job at position ``g``, queue ``q``'s head, started: it leaves the index
+    (``way`` = (each position's next in its queue, the index's size, widths and
+    estimates)); returns the queue's next position not done (-1: none)."""
+    after, size, wide, short = way
+    index_drop(wide, short, size, g)
+    g = after[g]
+    while g >= 0 and done[g]:
+        g = after[g]
+    return g
+
+
+def heads_walk(borrow: bool, now: float, ordered: np.ndarray, done: np.ndarray,
+               procs: np.ndarray, est: np.ndarray, held: np.ndarray, running: np.ndarray,
+               n_run: int, alloc: np.ndarray, times: np.ndarray, free: np.ndarray,
+               pivot_s: np.ndarray, pivot_j: np.ndarray, started: np.ndarray,
+               parts: np.ndarray, least: np.ndarray, heads: np.ndarray, n_heads: int,
+               head: np.ndarray, way: tuple) -> tuple:
+    """Phase A once the pass's profile is made: the queues ``heads[:n_heads]`` in the
+    order of their heads (``head[q]``: queue q's head, by position in ``ordered``), each
+    starting jobs from its head while they fit (:func:`head_starts`), its first job that
+    does not becoming its pivot (its position left in ``head[q]``, reserved). Returns
+    (jobs started, running jobs).
+
+    A template, written once: the queue's next job after a start is the order's own
+    (``head_next(way, q, g, now, ordered, done, procs, est)``, bound by
+    :func:`olsctl.policies.core.jit.specialize`): :func:`indexed_heads` follows each
+    queue's positions, :func:`olsctl.policies.mqbf.wfp_phases.wfp_heads` its tree."""
+    k = len(held)
     ns = 0
     for h in range(n_heads):
         q = heads[h]
@@ -172,12 +208,9 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
             started[ns] = j
             ns += 1
             done[g] = True
-            index_drop(wide, short, size, g)
             n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
                              n_run)
-            g = after[g]
-            while g >= 0 and done[g]:
-                g = after[g]
+            g = head_next(way, q, g, now, ordered, done, procs, est)  # noqa: F821
         head[q] = g
         if g >= 0:
             done[g] = True
@@ -214,17 +247,10 @@ def head_starts(borrow: bool, now: float, q: int, j: int, procs: np.ndarray,
     partition in ``parts[P_GOT]``) when it is no wider than what a job can get now and
     :func:`fits`."""
     k = free.shape[0]
-    room = parts[P_ROOM]
-    if procs[j] > room[ROOM]:
+    if procs[j] > parts[P_ROOM, ROOM]:
         return False
-    last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
-    if last >= room[MINIMA]:
-        room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
-    if not fits(procs[j], least[q, last], least[k, last], borrow):
-        return False
-    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
-               parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k])
-    return True
+    return start_if_fits(borrow, now, q, j, procs, est, times, free, least, parts[P_ROOM],
+                         parts[P_NOW_FREE, :k], parts[P_MINS, :k], parts[P_GOT, :k])
 
 
 @kernel(inline=True)
@@ -255,14 +281,27 @@ def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.nd
         empty = first_empty(free, least, room)
     if empty < room[SEGMENTS] and now + est[j] > times[empty]:
         return False  # its run would need a processor where none is left
-    q = queue_of[j]
+    return start_if_fits(borrow, now, queue_of[j], j, procs, est, times, free, least, room,
+                         now_free, mins, got)
+
+
+@kernel(inline=True)
+def start_if_fits(borrow: bool, now: float, q: int, j: int, procs: np.ndarray,
+                  est: np.ndarray, times: np.ndarray, free: np.ndarray, least: np.ndarray,
+                  room: np.ndarray, now_free: np.ndarray, mins: np.ndarray,
+                  got: np.ndarray) -> bool:
+    """TryStart of job ``j`` of queue ``q`` over its run, as Phase A and Phase B take
+    it once their own tests passed: it starts (:func:`mqbf_start`, its processors per
+    partition in ``got``) when it :func:`fits` the least free processors over its run,
+    its own partition's and all partitions' (:func:`running_minima`)."""
+    k = free.shape[0]
     last = segment_after(times, room[SEGMENTS], now + est[j], 1) - 1
     if last >= room[MINIMA]:
         room[MINIMA] = running_minima(free, room[MINIMA], last + 1, least)
     if not fits(procs[j], least[q, last], least[k, last], borrow):
         return False
-    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room,
-               now_free, mins, got)
+    mqbf_start(now, q, procs[j], est[j], last, borrow, times, free, least, room, now_free,
+               mins, got)
     return True
 
 
@@ -316,11 +355,17 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
         if i == 0:
             break
         i += 1
-    head = parts[P_HEAD, :k]
-    for q in range(k):  # the pivots wait on
-        if pivot_j[q] >= 0:
-            done[head[q]] = False
+    pivots_wait_on(done, parts[P_HEAD, :k], pivot_j)
     return ns, n_run
+
+
+@kernel(inline=True)
+def pivots_wait_on(done: np.ndarray, pivot_at: np.ndarray, pivot_j: np.ndarray) -> None:
+    """After Phase B: each queue's pivot (at position ``pivot_at[q]``) waits on, no
+    longer marked done."""
+    for q in range(len(pivot_j)):
+        if pivot_j[q] >= 0:
+            done[pivot_at[q]] = False
 
 
 @kernel(inline=True)
@@ -356,3 +401,9 @@ def hold_job(j: int, end: float, got: np.ndarray, alloc: np.ndarray, held: np.nd
         alloc[j, p] = got[p]
         held[p] += got[p]
     return insert_running(running, n_run, end, j)
+
+
+#: Phase A over a queue by position, each queue's jobs linked (made last: its plain copy
+#: sees the module as it is then)
+indexed_heads = specialize(heads_walk, "indexed_heads", inline=True,
+                           head_next=indexed_next)

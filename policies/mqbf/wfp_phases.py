@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.core.order import WFP, order_key
 from olsctl.policies.mqbf.phases import (P_FIRST, P_GOT, P_HEADS, P_MINS, P_NOW_FREE,
-                                         P_ROOM, head_starts, hold_job, may_backfill,
-                                         pass_profile, pivot_reserve, try_backfill)
+                                         P_ROOM, heads_walk, hold_job, may_backfill,
+                                         pass_profile, pivots_wait_on, try_backfill)
 from olsctl.policies.mqbf.profile import ROOM
 from olsctl.policies.mqbf.wfp_trees import (wfp_before, wfp_heap_pop, wfp_heap_push,
                                             wfp_tree_first, wfp_tree_leave, wfp_views)
@@ -91,10 +91,7 @@ def mqbf_wfp_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray,
             done[g] = True
             n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running, n_run)
             wfp_tree_leave(q, g, now, trees, tree_i, tree_f, ordered, submit, procs, est)
-    first = parts[P_FIRST, :k]
-    for q in range(k):  # the pivots wait on
-        if pivot_j[q] >= 0:
-            done[first[q]] = False
+    pivots_wait_on(done, parts[P_FIRST, :k], pivot_j)
     return ns, n_run
 
 
@@ -127,24 +124,21 @@ def wfp_phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray,
             heads[h] = q
             n_heads += 1
     pass_profile(now, idle, owned, held, running, n_run, alloc, times, free, parts)
-    ns = 0
-    for h in range(n_heads):
-        q = heads[h]
-        g = first[q]
-        while g >= 0:
-            j = ordered[g]
-            if not head_starts(borrow, now, q, j, procs, est, times, free, least, parts):
-                break
-            started[ns] = j
-            ns += 1
-            done[g] = True
-            n_run = hold_job(j, now + est[j], parts[P_GOT, :k], alloc, held, running,
-                             n_run)
-            wfp_tree_leave(q, g, now, trees, tree_i, tree_f, ordered, submit, procs, est)
-            g = tree_i[trees[q, 0] + 1]  # (the root's first: win comes first in tree_i)
-        first[q] = g
-        if g >= 0:
-            done[g] = True
-            pivot_reserve(borrow, q, ordered[g], procs, est, times, free, pivot_s, pivot_j,
-                          parts)
-    return ns, n_run
+    return wfp_heads(borrow, now, ordered, done, procs, est, held, running, n_run, alloc,
+                     times, free, pivot_s, pivot_j, started, parts, least, heads, n_heads,
+                     first, (trees, tree_i, tree_f, submit))
+
+
+@kernel(inline=True)
+def wfp_next(way: tuple, q: int, g: int, now: float, ordered: np.ndarray,
+             done: np.ndarray, procs: np.ndarray, est: np.ndarray) -> int:
+    """The job at position ``g``, queue ``q``'s first in WFP order, started: it leaves
+    the queue's tree (``way`` = (the trees, their ints and floats, the submit times));
+    returns the tree's new first (-1: none)."""
+    trees, tree_i, tree_f, submit = way
+    wfp_tree_leave(q, g, now, trees, tree_i, tree_f, ordered, submit, procs, est)
+    return tree_i[trees[q, 0] + 1]  # (the root's first: win comes first in tree_i)
+
+
+#: Phase A in WFP order, each queue's jobs taken from its tree
+wfp_heads = specialize(heads_walk, "wfp_heads", inline=True, head_next=wfp_next)
