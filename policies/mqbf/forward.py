@@ -124,8 +124,9 @@ def mqbf_forward(code: int, borrow: bool, weights: np.ndarray, procs: np.ndarray
         order_into(code, now, queue[:nq], procs, est, submit, order[0])
         link_queues(order[0], nq, queue_of, parts[P_HEAD, :k], order[1])
         size, wide, short = index_open(order[0], nq, procs, est)
-        trees, tree_i, tree_f = wfp_trees_open(order[0], 0, queue_of, 0, now, procs, est,
-                                               submit, False)
+        # (no trees: empty arrays of their types)
+        trees = np.zeros((1, 3), dtype=np.int64)
+        tree_i, tree_f = np.empty(0, dtype=np.int64), np.empty(0)
     return mqbf_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
                      heap_j, started, clock, count, seen, bsld_s,
                      (borrow, weights, queue_of, alloc, held, owned, times, free, pivot_s,
