@@ -37,7 +37,14 @@ def fast_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None =
     plan = batch_plan(task, cands)
     if plan is None or plan.path.batch is None:
         return None
-    return plan.path.batch_module().batch(task, cands, plan, keep, first_met, then_closest)
+    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
+                                                    float(first_met[1]))
+    got = plan.path.batch_module().batch(task, plan, sla, limit, first_met is not None,
+                                         first_met is not None and then_closest)
+    if got is None:
+        return None
+    rows, ran, went_on = got
+    return batch_trials(rows, cands, plan.costs, ran, keep), went_on
 
 
 def batch_trials(batch, cands: Sequence[Candidate], costs: list[float], ran: int,

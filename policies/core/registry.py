@@ -57,9 +57,11 @@ class CompiledPath:
       state as :func:`olsctl.whatif.steps` runs it, or None when the compiled loop cannot
       run it.
 
-    ``batch`` names a module whose ``batch(task, cands, policies, keep, first_met,
-    then_closest)`` runs a tick's candidates in one compiled call (None when they do not
-    qualify)."""
+    ``batch`` names a module whose ``batch(task, plan, sla, limit, first_met,
+    then_closest)`` runs a tick's candidates (``plan``:
+    :func:`olsctl.controller.batches.batch_plan`'s) in one compiled call: (its rows,
+    whose ``out`` and ``trial()``, ``go_on()`` and ``closest()`` the controller reads;
+    how many ran; how many times one went on), or None when they do not qualify."""
 
     template: str
     batch: str | None = None

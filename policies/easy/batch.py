@@ -14,12 +14,12 @@ closest's finishing are the controller's (:mod:`olsctl.controller.batches`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from olsctl.controller.batches import batch_trials, row_trial
-from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
+from olsctl.controller.batches import row_trial
+from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import FLOAT_BLOCKS, INT_BLOCKS, N_COUNTS, N_TAIL
@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from olsctl.controller.batches import _Plan
 
 
-def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
-          keep: dict | None = None, first_met: tuple[str, float] | None = None,
-          then_closest: bool = False) -> tuple[list[Trial], int] | None:
-    """The trials of ``cands`` (in order, their policies EASY's, planned as ``plan``)
-    and how many times a what-if cut short went on, or None when the snapshot holds
-    more than processors; the rest as :func:`olsctl.controller.batches.fast_batch`."""
+def batch(task: WhatIfTask, plan: "_Plan", sla: int, limit: float, first_met: bool,
+          then_closest: bool) -> tuple | None:
+    """Run the candidates of ``plan`` (their policies EASY's) as
+    :func:`olsctl.controller.batches.fast_batch` asks (stopping at the first whose
+    ``sla``-th score is at most ``limit`` with ``first_met``, then finishing the closest
+    with ``then_closest``): (the rows, how many ran, how many times one went on), or
+    None when the snapshot holds more than processors."""
     snap = task.snapshot
     if not EasyTemplate.fits(snap):
         return None
@@ -46,21 +47,18 @@ def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
     until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
     opening = EasyTemplate.open_args(snap, until, task.stop_above)
     n = opening[0]
-    count = len(cands)
+    count = len(codes)
     metric = task.stop_above[0] if task.stop_above is not None else None
     rows = _Batch(n, codes, task.horizon_s is not None, metric,
                   np.empty((count, INT_BLOCKS * n + N_COUNTS), dtype=np.int64),
                   np.empty((count, (FLOAT_BLOCKS + 2) * n + N_TAIL)),
                   np.empty((count, n if opening[-2] else 0), dtype=np.bool_),
                   np.empty((count, N_ROW)))
-    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
-                                                    float(first_met[1]))
     ran, went_on = compiled().easy_candidates(
-        *opening, codes, plan.machine, plan.active,
-        plan.wake_n, plan.wake_t, plan.due, rows.ints, rows.floats, rows.seen,
-        rows.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
-        first_met is not None and then_closest, rows.out)
-    return batch_trials(rows, cands, plan.costs, ran, keep), went_on
+        *opening, codes, plan.machine, plan.active, plan.wake_n, plan.wake_t, plan.due,
+        rows.ints, rows.floats, rows.seen, rows.censor, BSLD_BOUND_S, sla, limit,
+        first_met, then_closest, rows.out)
+    return rows, ran, went_on
 
 
 class _Batch:

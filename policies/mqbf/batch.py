@@ -14,13 +14,13 @@ controller's (:mod:`olsctl.controller.batches`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from olsctl.controller import batches
-from olsctl.controller.batches import batch_trials, row_trial
-from olsctl.controller.trials import INF, SLA_METRICS, Candidate, Trial, WhatIfTask
+from olsctl.controller.batches import row_trial
+from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.score import N_ROW
@@ -31,13 +31,12 @@ if TYPE_CHECKING:
     from olsctl.controller.batches import _Plan
 
 
-def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
-          keep: dict | None = None, first_met: tuple[str, float] | None = None,
-          then_closest: bool = False) -> tuple[list[Trial], int] | None:
-    """The trials of ``cands`` (in order, their policies MQBF's, planned as ``plan``)
-    and how many times a what-if cut short went on, or None when their policies differ
-    or the snapshot has no template (power, a limit, a budget...); the rest as
-    :func:`olsctl.controller.batches.fast_batch`."""
+def batch(task: WhatIfTask, plan: "_Plan", sla: int, limit: float, first_met: bool,
+          then_closest: bool) -> tuple | None:
+    """Run the candidates of ``plan`` (their policies MQBF's) as
+    :func:`olsctl.controller.batches.fast_batch` asks: (the rows, how many ran, how many
+    times one went on), or None when their policies differ or the snapshot has no
+    template (power, a limit, a budget...)."""
     snap = task.snapshot
     policy = plan.policies[0]
     if any(p != policy for p in plan.policies):
@@ -49,16 +48,13 @@ def batch(task: WhatIfTask, cands: Sequence[Candidate], plan: "_Plan",
     if template is None:
         return None
     metric = task.stop_above[0] if task.stop_above is not None else None
-    rows = MqbfBatch(template, len(cands), metric, task.horizon_s is not None)
-    sla, limit = (0, INF) if first_met is None else (SLA_METRICS.index(first_met[0]),
-                                                    float(first_met[1]))
+    rows = MqbfBatch(template, len(plan.policies), metric, task.horizon_s is not None)
     setting = np.column_stack((plan.machine, plan.active, plan.wake_n, plan.due))
     shared = rows.shared
     ran, went_on = compiled().mqbf_candidates(
         *shared[:8], snap.n_running, *shared[8:], *rows.rows, setting, plan.wake_t,
-        rows.censor, BSLD_BOUND_S, sla, limit, first_met is not None,
-        first_met is not None and then_closest, rows.out)
-    return batch_trials(rows, cands, plan.costs, ran, keep), went_on
+        rows.censor, BSLD_BOUND_S, sla, limit, first_met, then_closest, rows.out)
+    return rows, ran, went_on
 
 
 class MqbfBatch:
