@@ -70,7 +70,8 @@ def template_open(n: int, nr: int, procs: np.ndarray, est: np.ndarray, runtime: 
     """Fill a what-if's arrays from a snapshot's columns (its first ``nr`` jobs running
     since ``start_s``, the others waiting in arrival order) with ``active`` processors,
     no wake under way and no pass due, then :func:`forward_open`: the arrays
-    :class:`olsctl.whatif.EasyTemplate` copies for each candidate. ``metric`` (a code of
+    :class:`olsctl.policies.easy.template.EasyTemplate` copies for each candidate.
+    ``metric`` (a code of
     ``BOUND_METRICS``, 0: none) and ``limit`` set the SLA bound."""
     block(ints, PROCS, n)[:] = procs
     queue = block(ints, QUEUE, n)
@@ -203,9 +204,9 @@ def easy_woke(ps: tuple, active: int) -> None:
 #: positions); in WFP order, (the waiting jobs in the last pass's order, 0, each job's
 #: arrival rank, room for each job's key, unused)
 forward_loop = specialize(what_if_loop, "forward_loop", refcounts=False,
-                          pass_by_position=easy_by_position, pass_marks=easy_marks, pass_step=easy_step,
-                          pass_started=easy_started, pass_finished=easy_finished,
-                          pass_woke=easy_woke)
+                          pass_by_position=easy_by_position, pass_marks=easy_marks,
+                          pass_step=easy_step, pass_started=easy_started,
+                          pass_finished=easy_finished, pass_woke=easy_woke)
 
 
 @kernel
@@ -244,7 +245,7 @@ def easy_candidates(n: int, nr: int, procs: np.ndarray, est: np.ndarray,
                     then_closest: bool, out: np.ndarray) -> tuple:
     """A tick's EASY what-ifs, candidate by candidate: each starts from the template
     arrays :func:`template_open` makes of the snapshot's columns (the arguments up to
-    ``bound_limit``, as :class:`olsctl.whatif.EasyTemplate` passes them) under its
+    ``bound_limit``, as :class:`olsctl.policies.easy.template.EasyTemplate` passes them) under its
     queue order ``codes[c]``, ``active[c]`` processors, a wake under way (``wake_n[c]``
     processors at ``wake_t[c]``; 0: none) and whether the snapshot instant's pass is due;
     one whose machine (``machine[c]`` processors) is narrower than a waiting job (of the

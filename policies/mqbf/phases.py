@@ -79,7 +79,8 @@ def mqbf_reserve(q: int, w: int, d: float, borrow: bool, times: np.ndarray,
 
 @kernel
 def pass_parts(k: int) -> np.ndarray:
-    """Per-partition scratch for passes with ``k`` partitions (:func:`olsctl.policies.mqbf.passes.mqbf_phases`)."""
+    """Per-partition scratch for passes with ``k`` partitions
+    (:func:`olsctl.policies.mqbf.passes.mqbf_phases`)."""
     return np.empty((N_PARTS, max(k, N_ROOM)), dtype=np.int64)
 
 
@@ -106,7 +107,8 @@ def pass_opens(idle: int, narrowest: int, pivot_s: np.ndarray,
         pivot_j[q] = -1
     return idle > 0 and 0 < narrowest <= idle
 
-#: rows of a pass's per-partition scratch (:func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): each queue's
+#: rows of a pass's per-partition scratch
+#: (:func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): each queue's
 #: first position in the ordered queue (-1: none), the queues in the order of their
 #: heads, each partition's free processors now, each one's least free count over a
 #: window, a job's processors per partition, the ``room`` slots (:data:`SEGMENTS`
@@ -145,7 +147,7 @@ def phase_a(borrow: bool, now: float, idle: int, ordered: np.ndarray, after: np.
     head while they fit, its first job that does not becoming its pivot, reserved, and
     its head. The jobs started and the pivots are marked ``done``, and the jobs
     started leave the index (``size``, ``wide``, ``short``: see
-    :func:`olsctl.policies.forward.index_open`). Returns (jobs started, running
+    :func:`olsctl.policies.core.index.index_open`). Returns (jobs started, running
     jobs)."""
     k = len(owned)
     head = parts[P_HEAD, :k]
@@ -272,7 +274,8 @@ def try_backfill(borrow: bool, now: float, j: int, procs: np.ndarray, est: np.nd
                  mins: np.ndarray, got: np.ndarray) -> bool:
     """Phase B's try of job ``j``, neither started nor a pivot and no wider than what a
     job can get now, in the pass whose profile and scratch are ``times`` to ``got`` (the
-    rows of :func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): it starts (:func:`mqbf_start`, its
+    rows of :func:`olsctl.policies.mqbf.passes.mqbf_phases`' ``parts``): it starts
+    (:func:`mqbf_start`, its
     processors per partition in ``got``) unless its run would need a processor where
     none is left (:func:`first_empty`) or it does not fit (:func:`fits`)."""
     k = free.shape[0]
@@ -317,7 +320,8 @@ def mqbf_indexed_phases(borrow: bool, now: float, idle: int, ordered: np.ndarray
     """Phases A and B (:func:`phase_a`, then Phase B) over the queue by position in
     its order (``ordered``, the jobs started in earlier passes ``done``; each queue's
     first position in ``parts[P_HEAD]``, and ``after`` each one), with the index of its
-    waiting jobs (``size``, ``wide``, ``short``): :func:`olsctl.policies.mqbf.passes.mqbf_phases` makes these for
+    waiting jobs (``size``, ``wide``, ``short``):
+    :func:`olsctl.policies.mqbf.passes.mqbf_phases` makes these for
     its one pass, a what-if's loop once per call for all its passes. Phase B walks the
     index and goes down only into subtrees whose narrowest width and shortest estimate
     might pass: no wider than what a job can get now, a run ending no later than the

@@ -1,4 +1,5 @@
-"""WFP order for MQBF's passes without sorting the queue (kernels, see :mod:`olsctl.policies.jit`).
+"""WFP order for MQBF's passes without sorting the queue (kernels, see
+:mod:`olsctl.policies.core.jit`).
 
 Here belong the trees that tell an MQBF pass in WFP order which waiting job comes first
 (:func:`olsctl.policies.mqbf_kernels.mqbf_wfp_phases` runs the phases with them): one
@@ -7,14 +8,14 @@ first (:func:`wfp_tree_first`) and the narrowest width and shortest estimate bel
 and the heap of subtrees through which Phase B takes, first in WFP order first, only
 the jobs that might start (:func:`wfp_heap_push`, :func:`wfp_heap_pop`).
 
-Every decision is :func:`olsctl.policies.kernels.ordered_queue`'s: a job comes before
-another when its exact WFP key (:func:`olsctl.policies.kernels.order_key`) is smaller,
+Every decision is :func:`olsctl.policies.core.order.ordered_queue`'s: a job comes before
+another when its exact WFP key (:func:`olsctl.policies.core.order.order_key`) is smaller,
 NaN after every number, equal keys in arrival order (:func:`wfp_before`). Jobs are named
 by their position in the queue in arrival order, so a position is an arrival rank.
 
 A main simulator's pass builds the trees for its one instant: a node's first is found
-by quick keys (:func:`olsctl.policies.forward.quick_key`), the exact keys deciding
-where two are too close to tell apart (:func:`olsctl.policies.forward.keys_apart`). A
+by quick keys (:func:`olsctl.policies.core.order.quick_key`), the exact keys deciding
+where two are too close to tell apart (:func:`olsctl.policies.core.order.keys_apart`). A
 what-if keeps them from pass to pass (kinetic trees): WFP's key is minus (wait /
 estimate)^3 x processors, and its cube root, ``slope x wait`` with ``slope`` =
 processors^(1/3) / estimate, grows along a straight line as the wait grows. When one
@@ -50,7 +51,7 @@ CUBE_LOW, CUBE_HIGH = 1e-90, 1e100
 def wfp_before(ga: int, gb: int, now: float, ordered: np.ndarray, submit: np.ndarray,
                procs: np.ndarray, est: np.ndarray) -> bool:
     """Whether the job at position ``ga`` of ``ordered`` (arrival order) comes before the
-    one at ``gb`` in WFP order at ``now``, as :func:`olsctl.policies.kernels.ordered_queue`
+    one at ``gb`` in WFP order at ``now``, as :func:`olsctl.policies.core.order.ordered_queue`
     puts them."""
     a = ordered[ga]
     b = ordered[gb]
