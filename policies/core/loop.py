@@ -15,7 +15,8 @@ import numpy as np
 
 from olsctl.policies.core.backfill import INF, remove_running
 from olsctl.policies.core.bound import bound_start, bound_value, missed
-from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.heap import heap_add, heap_drop
+from olsctl.policies.core.jit import kernel, specialize
 
 # A what-if of n jobs lives in two flat arrays, filled from the state's lists and read back
 # in a few slice copies: ``ints`` holds n-long blocks PROCS, QUEUE (arrival order),
@@ -57,44 +58,24 @@ def running_block(floats: np.ndarray, n: int) -> np.ndarray:
 
 
 @kernel(inline=True)
-def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) -> int:
-    """Push (t, j) on the min-heap ``heap_t[:n]``, ``heap_j[:n]``; returns the new size."""
-    i = n
-    while i > 0:
-        up = (i - 1) >> 1
-        if heap_t[up] < t or (heap_t[up] == t and heap_j[up] < j):
-            break
-        heap_t[i] = heap_t[up]
-        heap_j[i] = heap_j[up]
-        i = up
-    heap_t[i] = t
-    heap_j[i] = j
-    return n + 1
+def ends_before(x: int, y: int, end: np.ndarray, _unused: np.ndarray) -> bool:
+    """Whether job ``x`` ends before job ``y`` (``end``: true ends by job), ties by job
+    number: the order of the heap of true ends."""
+    return end[x] < end[y] or (end[x] == end[y] and x < y)
+
+
+#: the heap of true ends: job numbers in ``heap_j[:n]``, their ends in ``heap_t`` (by job)
+ends_add = specialize(heap_add, "ends_add", inline=True, before=ends_before)
+heap_pop = specialize(heap_drop, "heap_pop", inline=True, before=ends_before)
 
 
 @kernel(inline=True)
-def heap_pop(heap_t: np.ndarray, heap_j: np.ndarray, n: int) -> int:
-    """Drop the smallest (t, j) of the heap; returns the new size."""
-    n -= 1
-    t = heap_t[n]
-    j = heap_j[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and (heap_t[c + 1] < heap_t[c]
-                          or (heap_t[c + 1] == heap_t[c] and heap_j[c + 1] < heap_j[c])):
-            c += 1
-        if heap_t[c] < t or (heap_t[c] == t and heap_j[c] < j):
-            heap_t[i] = heap_t[c]
-            heap_j[i] = heap_j[c]
-            i = c
-        else:
-            break
-    heap_t[i] = t
-    heap_j[i] = j
-    return n
+def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) -> int:
+    """Put job ``j``, ending at ``t``, on the heap of true ends (``heap_j[:n]``, the
+    ends by job in ``heap_t``); returns the new size. :func:`heap_pop`
+    ``(heap_j, n, heap_t, heap_t)`` takes the first end off, ``heap_t[heap_j[0]]``."""
+    heap_t[j] = t
+    return ends_add(heap_j, n, j, heap_t, heap_t)
 
 
 @kernel(inline=True)
@@ -140,7 +121,7 @@ def still_waiting(queue: np.ndarray, nq: int, start: np.ndarray, ns: int) -> int
 @kernel(inline=True)
 def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
                 now: float, submit: np.ndarray, clock: np.ndarray, heap_t: np.ndarray,
-                n_heap: int, wake_t: float, until: float) -> float:
+                heap_j: np.ndarray, n_heap: int, wake_t: float, until: float) -> float:
     """What follows an instant's pass in a what-if loop: NaN when, with an SLA
     ``metric``, its bound shows the run surely misses ``clock[LIMIT]`` (the bound goes to
     ``clock[VALUE]``: the run is cut short); else the next instant, the earlier of the
@@ -150,7 +131,7 @@ def cut_or_next(metric: int, acc: np.ndarray, cnt: np.ndarray, seen: np.ndarray,
         if missed(value, clock[LIMIT]):
             clock[VALUE] = value
             return np.nan
-    t = heap_t[0] if n_heap else INF
+    t = heap_t[heap_j[0]] if n_heap else INF
     if wake_t < t:
         t = wake_t
     return INF if t > until else t
@@ -236,17 +217,17 @@ def what_if_loop(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndar
             if nq == 0:
                 break
         at_bound = False
-        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, n_heap, wake_t,
-                        until)
+        t = cut_or_next(metric, acc, cnt, seen, now, submit, clock, heap_t, heap_j, n_heap,
+                        wake_t, until)
         if t != t:  # NaN: the SLA bound cut the run short
             at_bound = cut = True
             break
         if t == INF:
             break
         now = t
-        while n_heap and heap_t[0] == now:
+        while n_heap and heap_t[heap_j[0]] == now:
             j = heap_j[0]
-            n_heap = heap_pop(heap_t, heap_j, n_heap)
+            n_heap = heap_pop(heap_j, n_heap, heap_t, heap_t)
             n_run = remove_running(running, n_run, j)
             busy -= procs[j]
             pass_finished(ps, j)  # noqa: F821

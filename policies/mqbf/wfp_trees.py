@@ -34,7 +34,8 @@ import numpy as np
 
 from olsctl.policies.core.backfill import INF
 from olsctl.policies.core.index import NO_JOB
-from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.heap import heap_add, heap_drop
+from olsctl.policies.core.jit import kernel, specialize
 from olsctl.policies.core.order import WFP, keys_apart, order_key, quick_key, ranks_before
 
 #: how far (relatively) one job's cube root of the WFP utility must lead another's for
@@ -293,41 +294,13 @@ def wfp_narrowest(trees: np.ndarray, tree_i: np.ndarray) -> int:
 
 
 @kernel(inline=True)
-def wfp_heap_push(heap: np.ndarray, n: int, f: int, win: np.ndarray,
-                  key: np.ndarray) -> int:
-    """Add node ``f`` (its first's key in ``key[f]``) to the heap ``heap[:n]``; returns
-    the new size."""
-    i = n
-    while i > 0:
-        up = (i - 1) >> 1
-        h = heap[up]
-        if not ranks_before(key[f], win[f], key[h], win[h]):
-            break
-        heap[i] = h
-        i = up
-    heap[i] = f
-    return n + 1
+def wfp_ranks_before(x: int, y: int, win: np.ndarray, key: np.ndarray) -> bool:
+    """Whether node ``x``'s first comes before node ``y``'s in WFP order (their keys in
+    ``key``, their positions in ``win``): the order of the heap of subtrees."""
+    return ranks_before(key[x], win[x], key[y], win[y])
 
 
-@kernel(inline=True)
-def wfp_heap_pop(heap: np.ndarray, n: int, win: np.ndarray, key: np.ndarray) -> int:
-    """Take the top off the heap ``heap[:n]`` (see :func:`wfp_heap_push`); returns the
-    new size."""
-    n -= 1
-    f = heap[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and ranks_before(key[heap[c + 1]], win[heap[c + 1]], key[heap[c]],
-                                      win[heap[c]]):
-            c += 1
-        h = heap[c]
-        if not ranks_before(key[h], win[h], key[f], win[f]):
-            break
-        heap[i] = h
-        i = c
-    if n > 0:
-        heap[i] = f
-    return n
+#: the heap of subtrees (nodes in ``heap[:n]``) by their firsts in WFP order:
+#: ``wfp_heap_push(heap, n, node, win, key)`` and ``wfp_heap_pop(heap, n, win, key)``
+wfp_heap_push = specialize(heap_add, "wfp_heap_push", inline=True, before=wfp_ranks_before)
+wfp_heap_pop = specialize(heap_drop, "wfp_heap_pop", inline=True, before=wfp_ranks_before)
