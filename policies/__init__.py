@@ -77,12 +77,12 @@ REGISTRY: dict[str, PolicyEntry] = {
     "knapsack": PolicyEntry(
         factory=WindowKnapsack,
         params={"window": Param(int, 20, None, "jobs at the head of the queue considered"),
-                "order": Param(str, "fcfs", ("fcfs", "wfp"), "queue order"),
+                "order": Param(str, "wfp", ("fcfs", "wfp"), "queue order"),
                 "stat": Param(str, "mean", ("mean", "max"), "predicted power used"),
                 "headroom": Param(str, "measured", ("measured", "predicted"),
                                   "running jobs at their measured power, or at least at "
                                   "their predicted stat"),
-                "force": Param(str, "now", ("now", "when-fits", "reserve"),
+                "force": Param(str, "reserve", ("now", "when-fits", "reserve"),
                                "full window and nothing fits: the job in it longest starts "
                                "now (Wallace), or holds the machine until it fits, or "
                                "holds it but lets jobs that end before then start"),

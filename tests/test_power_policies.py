@@ -56,7 +56,8 @@ def test_wallace_motivational_example_knapsack_beats_fcfs():
     state.run_pass(make_policy({"name": "naive-cap", "predictor": "oracle"}))
     assert state.started == [0, 1]
     state = _waiting_state(procs, kw, 6, 230e3)
-    state.run_pass(make_policy({"name": "knapsack", "window": 4, "predictor": "oracle"}))
+    state.run_pass(make_policy({"name": "knapsack", "window": 4, "order": "fcfs",
+                                "predictor": "oracle"}))
     assert state.started == [1, 2]
     assert state.busy_procs == 6
     assert state.power.measured_w(state) == 200e3
@@ -67,17 +68,17 @@ def test_knapsack_forces_the_longest_waiting_job_when_nothing_fits():
     # Window of 2, both jobs above the cap: the first starts anyway (a forced start),
     # one a pass.
     state = _waiting_state([1, 1], [500.0, 600.0], 4, 100.0)
-    state.run_pass(make_policy({"name": "knapsack", "window": 2}))
+    state.run_pass(make_policy({"name": "knapsack", "window": 2, "force": "now"}))
     assert state.started == [0] and state.power.forced_starts == 1
     # A window of 3 is not full: with a job running, nothing is forced...
     state = _waiting_state([1, 1, 1], [500.0, 600.0, 10.0], 4, 100.0)
     state.start(2)
     state.queue.remove(2)
-    state.run_pass(make_policy({"name": "knapsack", "window": 3}))
+    state.run_pass(make_policy({"name": "knapsack", "window": 3, "force": "now"}))
     assert state.started == [] and state.power.forced_starts == 0
     # ... but on an idle machine waiting frees no power, so the first job is forced.
     state = _waiting_state([1, 1], [500.0, 600.0], 4, 100.0)
-    state.run_pass(make_policy({"name": "knapsack", "window": 3}))
+    state.run_pass(make_policy({"name": "knapsack", "window": 3, "force": "now"}))
     assert state.started == [0] and state.power.forced_starts == 1
 
 
@@ -226,21 +227,22 @@ def test_verification_methods_are_a_registry(monkeypatch):
 
 POLICIES = [
     {"name": "naive-cap"},
-    {"name": "knapsack", "window": 3, "predictor": "oracle"},
-    {"name": "knapsack", "window": 2, "order": "wfp", "predictor": "history"},
+    {"name": "knapsack", "window": 3, "order": "fcfs", "force": "now", "predictor": "oracle"},
+    {"name": "knapsack", "window": 2, "order": "wfp", "force": "now", "predictor": "history"},
     {"name": "greedy-knapsack", "profit": "stretch", "predictor": "naive"},
     {"name": "easy-power", "verify": "gaussian", "predictor": "history"},
     {"name": "easy-power", "order": "saf", "verify": "mean", "predictor": "oracle"},
-    {"name": "knapsack", "window": 3, "predictor": "learner"},
+    {"name": "knapsack", "window": 3, "order": "fcfs", "force": "now", "predictor": "learner"},
     {"name": "knapsack", "window": 4, "predictor": "history", "stat": "max",
-     "headroom": "predicted"},
+     "headroom": "predicted"},  # (the defaults: WFP order, force reserve)
     {"name": "easy-power", "verify": "max", "predictor": "learner"},
-    {"name": "knapsack", "window": 2, "predictor": "history", "force": "when-fits"},
+    {"name": "knapsack", "window": 2, "order": "fcfs", "predictor": "history",
+     "force": "when-fits"},
     {"name": "knapsack", "window": 3, "order": "wfp", "predictor": "learner", "stat": "max",
      "headroom": "predicted", "force": "when-fits"},
     {"name": "knapsack", "window": 2, "order": "wfp", "predictor": "history",
      "force": "reserve"},
-    {"name": "knapsack", "window": 3, "predictor": "oracle", "stat": "max",
+    {"name": "knapsack", "window": 3, "order": "fcfs", "predictor": "oracle", "stat": "max",
      "headroom": "predicted", "force": "reserve"},
 ]
 

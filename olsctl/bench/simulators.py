@@ -149,7 +149,8 @@ def bench_workload(w: Workload, parse_s: float, estimates: str = "exact",
 
 def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
     m = MachinePower()
-    policy = make_policy({"name": "knapsack", "window": 20, "predictor": "history"})
+    policy = make_policy({"name": "knapsack", "window": 20, "order": "fcfs", "force": "now",
+                          "predictor": "history"})  # (Wallace's rule, as measured before)
     sim = MainSimulator(w, policy, est)
     sim.state.power, sim.state.limit = power_setup(
         w, synthetic_profiles(w, m.idle_w, m.peak_w), m,

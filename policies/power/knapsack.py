@@ -42,9 +42,10 @@ class WindowKnapsack(_PowerPolicy):
     snapshots carry it. At most one job is held at a time."""
 
     window: int = 20
+    order: str = "wfp"
     stat: str = "mean"
     headroom: str = "measured"
-    force: str = "now"
+    force: str = "reserve"
     name: str = field(default="knapsack", init=False)
 
     def __post_init__(self) -> None:
