@@ -275,6 +275,7 @@ def test_a_failing_what_if_keeps_the_current_setting_and_the_run_goes_on(monkeyp
 
 @pytest.mark.parametrize("search,backend", [("grid", "processes"),
                                             ("cheapest-first", "processes"),
+                                            ("bound-first", "processes"),
                                             ("grid", "loky")])
 def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch, search,
                                                            backend):

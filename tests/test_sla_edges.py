@@ -101,7 +101,7 @@ def test_a_candidate_whose_score_equals_the_limit_meets_the_sla():
 FEEDBACK_ROWS = [(1, 0, 100, 4), (2, 0, 10, 4), (3, 200, 10, 2)]
 
 
-@pytest.mark.parametrize("search", ["grid", "bisect", "cheapest-first"])
+@pytest.mark.parametrize("search", ["grid", "bisect", "cheapest-first", "bound-first"])
 def test_under_full_feedback_pressure_a_what_if_at_slowdown_one_meets_the_limit(
         search, tmp_path, capsys):
     """The run of :data:`FEEDBACK_ROWS` under ``sla: {max: 2, feedback: true}``.

@@ -49,8 +49,10 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
     "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "
-                            "processors never raise slowdown) or cheapest-first (grid's "
-                            "choice, stopping at the first candidate meeting the SLA)"),
+                            "processors never raise slowdown), cheapest-first (grid's "
+                            "choice, stopping at the first candidate meeting the SLA) or "
+                            "bound-first (grid's choice for any cost, from the lowest "
+                            "cost floor up)"),
     "arrivals": (str, "none", "arrivals in the what-ifs: none, recent (the last interval's, "
                               "replayed) or oracle (the log's next interval, for studies)"),
     "horizon": (object, "drain", "drain (until every job of the snapshot has started) or "

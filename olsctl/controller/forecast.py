@@ -1,11 +1,16 @@
 """The power forecast of a what-if: the machine's energy, mean and peak power over the
 coming interval, from the start times the what-if gave (used by trial scoring for power
-costs and to tell a cap that could not be kept).
+costs and to tell a cap that could not be kept), and floors under the energy and the
+peak known before the what-if runs (:func:`forecast_floor`, for searches that rank
+candidates by a lower bound of their cost).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import math
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from olsctl.state import SimState, Snapshot
@@ -73,3 +78,184 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
             busy_top += d[2]
     energy += task.wake_energy_j * max(0, active - snap.active_procs)
     return energy, energy / task.power_s, peak
+
+
+#: the share of the forecast's magnitude a floor stays below it by, so that the rounding
+#: of either sum (each within a few hundred ulps of the magnitude) cannot lift it above
+ROUNDING_SHARE = 1e-9
+
+
+@dataclass(frozen=True)
+class Cheapest:
+    """The processors the jobs that may start in a what-if ask for, cheapest first:
+    ``power_w`` per processor ascending, ``upto`` the processors before each (one more
+    entry: all of them, possibly inf) and ``upto_w`` their watts."""
+
+    power_w: tuple[float, ...]
+    upto: tuple[float, ...]
+    upto_w: tuple[float, ...]
+
+    @classmethod
+    def of(cls, pairs: list[tuple[float, float]]) -> "Cheapest":
+        """From (W per processor, processors) pairs."""
+        pairs = sorted(pairs)
+        upto, upto_w = [0.0], [0.0]
+        for w, n in pairs:
+            upto.append(upto[-1] + n)
+            upto_w.append(upto_w[-1] + (w * n if n else 0.0))
+        return cls(tuple(w for w, _ in pairs), tuple(upto), tuple(upto_w))
+
+    def least_w(self, x: float) -> float:
+        """The least watts of ``x`` of these processors (a share of a job's counts)."""
+        i = bisect_right(self.upto, x) - 1
+        if i >= len(self.power_w):
+            return self.upto_w[-1]
+        return self.upto_w[i] + ((x - self.upto[i]) * self.power_w[i] if x > self.upto[i]
+                                 else 0.0)
+
+    def below(self, w: float) -> float:
+        """How many of these processors draw less than ``w`` each."""
+        return self.upto[bisect_left(self.power_w, w)]
+
+
+@dataclass(frozen=True)
+class FloorBasis:
+    """What the floors of one snapshot's candidates share (:func:`floor_basis`).
+
+    Over [now, now + power_s], split where a running job ends: ``starts_s`` the
+    segments' starts (``ends_s`` their ends), and per segment the processors the
+    running jobs with power hold (``busy``) with their watts at mean (``busy_w``) and at
+    maximum power (``busy_top_w``). ``mean`` and ``top``: the processors of the jobs that
+    may start in the what-if (waiting ones and arrivals, with power) at their mean and
+    maximum power (:class:`Cheapest`; under RMAP/PARM, which resize jobs, any number of
+    processors at the least power per processor). ``slack_w`` is a magnitude of the
+    forecast's watts (the whole machine at the largest per-processor power in play,
+    idle and sleep included)."""
+
+    starts_s: tuple[float, ...]
+    ends_s: tuple[float, ...]
+    busy: tuple[float, ...]
+    busy_w: tuple[float, ...]
+    busy_top_w: tuple[float, ...]
+    mean: Cheapest
+    top: Cheapest
+    slack_w: float
+
+
+def floor_basis(snap: Snapshot, task: Any) -> FloorBasis | None:
+    """The :class:`FloorBasis` of a snapshot with power under ``task`` (a
+    :class:`olsctl.controller.trials.WhatIfTask`: its ``power_s``, and its arrivals with
+    their power); None when the snapshot's power data do not cover its jobs one to one
+    (the forecast could then pair an arrival's power with another job)."""
+    p = snap.power
+    n = int(snap.job_id.size)
+    mean_w, max_w = list(p.true_mean_w), list(p.true_max_w)
+    if len(mean_w) != n or len(max_w) != n:
+        return None
+    now = snap.now_s
+    end = now + task.power_s
+    events: dict[float, list[float]] = {}
+    for j in range(snap.n_running):  # (a running job started at or before now)
+        s = float(snap.start_s[j])
+        e = s + float(snap.runtime_s[j])
+        if s != s or s >= end or e <= now:
+            continue
+        k = float(snap.procs[j])
+        a = events.setdefault(now, [0.0, 0.0, 0.0])
+        a[0] += k
+        a[1] += k * mean_w[j]
+        a[2] += k * max_w[j]
+        if e < end:
+            b = events.setdefault(e, [0.0, 0.0, 0.0])
+            b[0] -= k
+            b[1] -= k * mean_w[j]
+            b[2] -= k * max_w[j]
+    starts, busy, busy_w, busy_top = [], [], [], []
+    level = [0.0, 0.0, 0.0]
+    for t in sorted(set(events) | {now}):
+        d = events.get(t, (0.0, 0.0, 0.0))
+        level = [level[0] + d[0], level[1] + d[1], level[2] + d[2]]
+        starts.append(t)
+        busy.append(level[0])
+        busy_w.append(level[1])
+        busy_top.append(level[2])
+    procs = [float(k) for k in snap.procs[snap.n_running:]]
+    means, tops = mean_w[snap.n_running:], max_w[snap.n_running:]
+    arrivals, arrivals_power = getattr(task, "arrivals", None), getattr(task, "arrivals_power",
+                                                                        None)
+    if arrivals is not None and len(arrivals) and arrivals_power is not None:
+        procs += [float(k) for k in arrivals.procs]
+        means += list(arrivals_power.true_mean_w)
+        tops += list(arrivals_power.true_max_w)
+    if snap.budget is not None:  # a job may start on more or fewer processors
+        procs = [math.inf] * min(1, len(procs))
+        means, tops = [min(means, default=0.0)][:len(procs)], [min(tops, default=0.0)][:len(procs)]
+    watts = [abs(p.idle_w) + abs(p.sleep_w)] + [abs(v) for v in mean_w + max_w + means + tops]
+    slack_w = snap.total_procs * (abs(p.idle_w) + abs(p.sleep_w) + max(watts))
+    if any(v != v for v in watts):  # a NaN power: no floor (min, max and sort skip NaNs)
+        slack_w = math.nan
+    return FloorBasis(tuple(starts), tuple(starts[1:]) + (end,), tuple(busy), tuple(busy_w),
+                      tuple(busy_top), Cheapest.of(list(zip(means, procs))),
+                      Cheapest.of(list(zip(tops, procs))), slack_w)
+
+
+def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
+                   active: int) -> tuple[float, float]:
+    """Floors under the energy (J) and the peak power (W) that :func:`power_forecast`
+    gives for a what-if of ``snap`` with ``active`` processors, whatever the what-if
+    starts, known before it runs.
+
+    Why they are floors. At any instant t of [now, now + power_s] the forecast's power
+    is ``P(t) = W(t) + idle_w x max(A - B(t), 0) + sleep_w x (T - max(A, B(t)))``, with
+    A the candidate's active processors, T the machine's, B(t) the processors busy with
+    jobs that have power and W(t) their watts at mean power. Split B and W into the
+    running jobs' (``B_R``, ``W_R``: their starts and ends are the snapshot's, which no
+    what-if moves) and those of jobs that start in the what-if: ``x = B(t) - B_R(t)``
+    processors, which draw at least ``g(x)``, the least watts of any x of the
+    processors the startable jobs ask for (:meth:`Cheapest.least_w`; a job's power per
+    processor may be below idle or even sleep power). So ``P(t) >= f(x) = W_R + g(x) +
+    idle_w x max(A - B_R - x, 0) + sleep_w x (T - max(A, B_R + x))`` for some x in
+    [0, X], X = min(T - B_R, all they ask for), as no processor is used twice. On [0,
+    min(A - B_R, X)] f is convex (g's slopes rise) with slope ``w - idle_w`` at a
+    processor of w watts: least where the processors below idle power run out (or at
+    the end); beyond A - B_R the slope is ``w - sleep_w``: least where those below
+    sleep power run out, kept within [A - B_R, X]. That least value, constant while the
+    running jobs are (a segment of :class:`FloorBasis`), is under P(t) on the segment,
+    and its integral is under the forecast's energy. The wakes, ``wake_energy_j x
+    max(0, A - snapshot's active)``, are the forecast's own term, added exactly. The
+    peak is the largest P over its segments with jobs at maximum power: at least each
+    segment's floor taken with maximum powers, and at least 0. Both floors are then
+    lowered by :data:`ROUNDING_SHARE` of the largest watts in play (times the span,
+    for the energy), more than the rounding of either sum, so a floor computed in
+    floating point stays under the forecast computed so too."""
+    p = snap.power
+    total, idle_w, sleep_w = float(snap.total_procs), p.idle_w, p.sleep_w
+    energy = 0.0
+    peak = 0.0
+    for t0, t1, b, w, top in zip(basis.starts_s, basis.ends_s, basis.busy, basis.busy_w,
+                                 basis.busy_top_w):
+        if t1 <= t0:
+            continue
+        energy += (w + _least_rest(active, b, total, idle_w, sleep_w, basis.mean)) * (t1 - t0)
+        top_w = top + _least_rest(active, b, total, idle_w, sleep_w, basis.top)
+        peak = top_w if top_w > peak else peak
+    energy -= ROUNDING_SHARE * basis.slack_w * task.power_s
+    energy += task.wake_energy_j * max(0, active - snap.active_procs)
+    return energy, peak - ROUNDING_SHARE * basis.slack_w
+
+
+def _least_rest(active: int, busy: float, total: float, idle_w: float, sleep_w: float,
+                cheap: Cheapest) -> float:
+    """The least over x in [0, X] of ``g(x) + idle_w x max(active - busy - x, 0) +
+    sleep_w x (total - max(active, busy + x))`` (W), g being ``cheap.least_w`` and X
+    what :func:`forecast_floor` says: at the minimisers it names, and at the ends."""
+    def rest(x: float) -> float:
+        return cheap.least_w(x) + idle_w * max(active - busy - x, 0.0) + \
+            sleep_w * (total - max(active, busy + x))
+
+    most = max(0.0, min(total - busy, cheap.upto[-1]))
+    kink = min(max(active - busy, 0.0), most)
+    points = {0.0, kink, most, min(kink, cheap.below(idle_w))}
+    if most > kink:
+        points.add(min(max(cheap.below(sleep_w), kink), most))
+    return min(rest(x) for x in points)

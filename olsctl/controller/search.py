@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from olsctl.controller.forecast import floor_basis, forecast_floor
 from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask, known_costs, weighted_cost
 from olsctl.policies.core.score import closest_pick
 
@@ -150,11 +151,93 @@ def _cheapest_first(task: WhatIfTask, cands: list[Candidate]) -> list[Candidate]
     return order
 
 
+def bound_first_search(ctx: SearchContext) -> list[Trial]:
+    """Branch and bound: the candidates from the lowest floor of their cost up (a lower
+    bound known before the what-if, :func:`cost_floors`; ties as :func:`choose` breaks
+    them, then the candidates' order), until the best trial meeting the SLA so far
+    comes before the next candidate's floor. Runs of candidates before the first that
+    meets go in one call (:meth:`Dispatcher.until_met`); with the pool, rounds as
+    ``cheapest-first`` runs them, and trials past the stop are dropped, so the log does
+    not depend on the workers.
+
+    Why it chooses what ``grid`` chooses. Among the trials meeting the SLA,
+    :func:`choose` takes the least (cost, :func:`_bigger_first`, place in the
+    candidates' order), whatever others are in the list. A candidate's floor key (its
+    floor, then the same tie order and place) is never above its trial's key, as the
+    floor is never above the cost. The search stops only when the best key found is
+    below the floor key of the next candidate in floor order, hence below the key of
+    every candidate not run: none of them could be chosen, so the best found is
+    ``grid``'s choice, and ``choose`` over the trials run picks it. When none meets
+    the SLA every candidate has run, and the tick finishes the closest over the same
+    trials as under ``grid``. When a floor or a cost meeting the SLA is NaN (no order
+    to trust), or a what-if fails, it runs the rest: the trials are ``grid``'s."""
+    task, cands, dispatcher = ctx.task, ctx.candidates, ctx.dispatcher
+    floors = cost_floors(task, cands)
+    if any(f != f for f in floors):
+        return ctx.evaluate(cands)
+    rank = [(f, *_bigger_first(c), k) for k, (c, f) in enumerate(zip(cands, floors))]
+    order = sorted(range(len(cands)), key=rank.__getitem__)
+    workers = dispatcher.workers(ctx.waiting)
+    done: dict[int, Trial] = {}
+    best: tuple | None = None  # the least key (cost, tie order, place) meeting the SLA
+    i = 0
+    while i < len(order) and (best is None or not best < rank[order[i]]):
+        width = min(workers, len(order) - i)
+        if width > 1 and dispatcher.pool_pays(task, width, width):
+            trials = ctx.evaluate([cands[k] for k in order[i:i + width]], True)
+        elif best is None:  # every one up to the first that meets must run: one call
+            trials = dispatcher.until_met(task, [cands[k] for k in order[i:]],
+                                          ctx.sla_metric, ctx.limit, then_closest=i == 0)
+        else:
+            trials = ctx.evaluate([cands[order[i]]], False)
+        for n, t in enumerate(trials):
+            k = order[i]
+            if best is not None and best < rank[k]:
+                dispatcher.whatifs -= len(trials) - n  # count only what is logged
+                break
+            done[k] = t
+            i += 1
+            met = ctx.meets(t)
+            if t.error is not None or (met and t.cost != t.cost):
+                done.update((order[i + m], u) for m, u in enumerate(trials[n + 1:]))
+                return _run_the_rest(ctx, done)
+            if met and (best is None or (t.cost, *rank[k][1:]) < best):
+                best = (t.cost, *rank[k][1:])
+    return [done[k] for k in sorted(done)]
+
+
+def _run_the_rest(ctx: SearchContext, done: dict[int, Trial]) -> list[Trial]:
+    """Every candidate's trial, in order: those in ``done`` (by place) and the rest run."""
+    rest = [k for k in range(len(ctx.candidates)) if k not in done]
+    done.update(zip(rest, ctx.evaluate([ctx.candidates[k] for k in rest])))
+    return [done[k] for k in range(len(ctx.candidates))]
+
+
+def cost_floors(task: WhatIfTask, cands: list[Candidate]) -> list[float]:
+    """Per candidate, a lower bound of its trial's cost known before its what-if: the
+    weighted sum (as :func:`weighted_cost` adds it, each weight >= 0) of the parts
+    known then (:func:`known_costs`), and with power the floors of ``energy`` and
+    ``peak_power`` (:func:`olsctl.controller.forecast.forecast_floor`); a part with no
+    floor counts as -inf (such candidates run first). Only a trial meeting the SLA
+    needs the bound: it ran to the end, with its forecast."""
+    snap = task.snapshot
+    basis = None if snap.power is None else floor_basis(snap, task)
+    out = []
+    for c in cands:
+        parts = known_costs(task, c)
+        if basis is not None:
+            parts["energy"], parts["peak_power"] = forecast_floor(basis, snap, task,
+                                                                  c.active_procs)
+        out.append(float(sum(w * parts.get(name, -INF) for name, w in task.cost)))
+    return out
+
+
 #: the search strategies by name (``controller.search``); the first is the default
 STRATEGIES: dict[str, Callable[[SearchContext], list[Trial]]] = {
     "grid": grid_search,
     "bisect": bisect_search,
     "cheapest-first": cheapest_first_search,
+    "bound-first": bound_first_search,
 }
 
 
