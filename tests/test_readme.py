@@ -155,7 +155,7 @@ def test_power_reference_lists_every_power_key():
 
 def _trimmed_sla_power_study(path: Path) -> None:
     """``configs/study-sla-power.yaml`` cut to one log, one SLA level and two schemes (its
-    60 runs take hours): the recipe's commands then run as written, on fewer runs."""
+    84 runs take hours): the recipe's commands then run as written, on fewer runs."""
     study = yaml.safe_load(path.read_text())
     study["grid"]["trace"] = ["KTH-SP2"]
     study["grid"]["sla.max"] = [200]
@@ -207,7 +207,7 @@ def _is_png(path: Path) -> bool:
 
 
 def _check_sla_recipe(tmp: Path, text: str, outputs: list[str], studies: list[bool]) -> None:
-    """The recipe's claims: the whole study is its 60 runs (4 logs x 3 SLA levels x 5
+    """The recipe's claims: the whole study is its 84 runs (4 logs x 3 SLA levels x 7
     schemes); ``--list`` computes nothing; ``olsctl report`` prints, per log and scheme,
     the mean bounded slowdown, processor savings, energy and share of weeks that kept
     the SLA, and draws tradeoff.png and weekly.png. On the trimmed study (KTH-SP2, SLA
