@@ -10,7 +10,7 @@ import gc
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, Simulat
                            TraceError)
 from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
-from olsctl.policies import compile_kernels, make_policy
+from olsctl.policies import compile_kernels, make_policy, uses_kernels
+from olsctl.policies.core.jit import on_stderr
 from olsctl.power import accounting
 from olsctl.power.setup import power_inputs, power_setup
 from olsctl.records import RunRecords
@@ -179,9 +180,13 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
+def execute(config: RunConfig, progress_bar=None, live=None,
+            say: Callable[[str], None] = on_stderr) -> RunResult:
     """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None;
-    ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None.
+    ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None;
+    ``say`` is told when the run compiles the policy kernels before its worker pool
+    starts, or waits for another process's compile
+    (:func:`olsctl.policies.compile_kernels`).
 
     The run files an earlier run left in ``out`` that this run does not write (its
     ``power.csv``, ``decisions.jsonl``, ``live.jsonl``) are removed once the outputs are
@@ -201,7 +206,7 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
         if power is not None:
             sim.wake_latency_s = power[1].wake_latency_s
         controller.start(sim)
-    records = _simulate(config, sim, controller, progress_bar, live)
+    records = _simulate(config, sim, controller, progress_bar, live, say)
     summary = _summary(config, workload, policy, checker, sim, records)
     extra_files: dict[str, str] = {}
     if controller is not None:
@@ -216,6 +221,13 @@ def execute(config: RunConfig, progress_bar=None, live=None) -> RunResult:
     feed = live is not None and live.writes_feed
     _remove_stale(out_dir, {p.name for p in files} | ({FEED_FILE} if feed else set()))
     return RunResult(summary, out_dir, files, controller.wall_s if controller else 0.0)
+
+
+def needs_kernels(config: RunConfig) -> bool:
+    """Whether a run of ``config`` calls compiled policy kernels (it has a controller, or
+    its policy's main pass is compiled): what :func:`olsctl.policies.compile_kernels`
+    readies for it."""
+    return uses_kernels(config.policy, config.controller is not None)
 
 
 def _workload(config: RunConfig) -> Workload:
@@ -257,7 +269,7 @@ def _main_simulator(config: RunConfig, workload: Workload, estimates: np.ndarray
 
 
 def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | None,
-              progress_bar: Any, live: Any) -> RunRecords:
+              progress_bar: Any, live: Any, say: Callable[[str], None]) -> RunRecords:
     """Run the main simulator to its end (with the controller's worker pool, the
     progress bar and the live view around it); every job must have started."""
     with ExitStack() as stack:
@@ -265,7 +277,7 @@ def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | No
         if controller is not None and controller.settings.n_jobs != 1:
             # fill numba's cache once here, so that the workers load the compiled
             # kernels instead of each compiling them at once
-            compile_kernels()
+            compile_kernels(say)
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
                                              config.controller["cluster"],

@@ -11,7 +11,7 @@ Add a policy by writing its class and naming it in ``REGISTRY`` with its paramet
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from olsctl.policies.budget.overprovision import CAP_LEVELS, SIZES
 from olsctl.policies.budget.parm import Parm
@@ -67,6 +67,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         doc="multiple-queue backfilling: one queue, partition and reservation per "
             "runtime class",
         compiled=CompiledPath("olsctl.policies.mqbf.template", "olsctl.policies.mqbf.batch"),
+        compiled_pass=True,
     ),
     "naive-cap": PolicyEntry(
         factory=NaiveCapping,
@@ -163,19 +164,29 @@ def compiled_path(policy: Any) -> CompiledPath | None:
     return entry.compiled
 
 
-def compile_kernels() -> float:
+def compile_kernels(say: Callable[[str], None] = jit.on_stderr) -> float:
     """Compile (or load from numba's cache) the kernels of every registered family's
     compiled what-if path, with those of any other kernel module imported so far (SLA
     feedback's, in a controller's process), by running their warm-ups; returns the
     seconds it took, loading those modules included
-    (:func:`olsctl.policies.core.jit.compile_kernels`)."""
+    (:func:`olsctl.policies.core.jit.compile_kernels`: one process of the machine
+    compiles at a time, telling ``say`` when it compiles or waits for another's
+    compile; :func:`olsctl.policies.core.jit.silent` says nothing)."""
     t0 = time.perf_counter()
     for entry in REGISTRY.values():
         if entry.compiled is not None:
             entry.compiled.template_module()
             entry.compiled.batch_module()
-    jit.compile_kernels()
+    jit.compile_kernels(say)
     return time.perf_counter() - t0
+
+
+def uses_kernels(spec: Mapping[str, Any], what_ifs: bool) -> bool:
+    """Whether a run of the policy ``spec`` (``{"name": ...}``) calls compiled kernels:
+    its main pass is one (the registry's ``compiled_pass``), or it has a controller
+    (``what_ifs``: the what-ifs and their scoring are compiled)."""
+    entry = REGISTRY.get(spec.get("name"))
+    return what_ifs or (entry is not None and entry.compiled_pass)
 
 
 def policy_error(spec: Mapping[str, Any]) -> str | None:
@@ -188,4 +199,5 @@ def policy_error(spec: Mapping[str, Any]) -> str | None:
 
 
 __all__ = ["CompiledPath", "Param", "Policy", "PolicyBase", "PolicyEntry", "REGISTRY",
-           "compile_kernels", "compiled_path", "make_policy", "policy_error", "register"]
+           "compile_kernels", "compiled_path", "make_policy", "policy_error", "register",
+           "uses_kernels"]

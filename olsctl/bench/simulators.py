@@ -160,7 +160,8 @@ def _knapsack_sim(w: Workload, est, throttle: bool = False) -> MainSimulator:
 
 
 def compile_times() -> tuple[float, float]:
-    """Seconds to make EASY's compiled kernels ready in a fresh process: with an empty
+    """Seconds to make the compiled policy kernels (EASY's and MQBF's, SLA feedback's)
+    ready in a fresh process (:func:`olsctl.policies.compile_kernels`): with an empty
     numba cache (what the first run after ``pip install`` pays), then again from the cache
     that run filled (what every later run pays)."""
     import os

@@ -14,4 +14,16 @@ imported inside the handlers, so a command loads only what it needs.
 - :mod:`~olsctl.commands.bench`: ``bench``.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable
+
 EXIT_OK, EXIT_INPUT, EXIT_INTERRUPTED = 0, 2, 130
+
+
+def say_on(console: Any) -> Callable[[str], None]:
+    """A function that prints a line of text on ``console`` as it is (no markup, no
+    highlighting, not wrapped): what a long step says it does."""
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    return say

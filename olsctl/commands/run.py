@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from olsctl.commands import EXIT_OK
+from olsctl.commands import EXIT_OK, say_on
 from olsctl.config import RunConfig, build_config, load_config, with_overrides, with_settings
 
 
@@ -35,6 +35,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     """Run the config (with the command line's options) and print what it measured."""
+    from olsctl.policies.core.jit import silent
     from olsctl.runner import execute
 
     config = _run_config(args)
@@ -48,7 +49,7 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
         progress = job_progress(err)
     t0 = time.perf_counter()
     try:
-        result = execute(config, progress, live)
+        result = execute(config, progress, live, silent if args.quiet else say_on(err))
     except BaseException as exc:
         if live is not None:
             live.close(exc)  # the feed's end record: failed or interrupted

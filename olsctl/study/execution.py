@@ -20,7 +20,8 @@ from typing import Iterator
 from olsctl.config import RunConfig
 from olsctl.errors import Infeasible, OlsctlError
 from olsctl.run_files import json_text, write_atomic
-from olsctl.runner import execute
+from olsctl.policies import compile_kernels
+from olsctl.runner import execute, needs_kernels
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
 from olsctl.study.storage import (Outcome, StudyError, _locked, _new_dir, _store, finished_runs,
@@ -74,6 +75,9 @@ class StudyResult:
 def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
               keep_infeasible: bool = False) -> StudyResult:
     """Compute the grid's missing runs, storing each run and the tables as it finishes.
+    With worker processes on this machine, the policy kernels that runs need are
+    compiled here first (:func:`olsctl.policies.compile_kernels`, which says so through
+    ``progress``), so that the workers load them instead of compiling them at once.
 
     With ``keep_infeasible`` (``olsctl tune``), a setting under which some job can never
     start is no failure: it is stored in ``infeasible.csv`` with why, and not run again
@@ -95,6 +99,11 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
             todo = [p for p in study.points
                     if p.run_id not in result.done and p.run_id not in result.infeasible]
             write_tables(study, result.done, result.failed, kept)
+            if client is None and study.n_jobs != 1 and any(needs_kernels(p.config)
+                                                            for p in todo):
+                # fill numba's cache once here, so that the workers load the compiled
+                # kernels instead of each compiling them at once
+                compile_kernels(progress.say)
             progress.start(study, len(todo), len(result.done), len(result.infeasible))
             try:
                 for outcome in _outcomes(study, todo, scratch, client):

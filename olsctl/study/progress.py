@@ -24,6 +24,9 @@ class StudyProgress:
     def close(self) -> None:
         """The study stopped (finished or not)."""
 
+    def say(self, text: str) -> None:
+        """One line about a step before the runs (compiling the policy kernels)."""
+
 
 NULL_STUDY_PROGRESS = StudyProgress()
 
@@ -42,6 +45,9 @@ class PlainStudyProgress(StudyProgress):
         self.console.print(f"study {study.source}: {len(study.points)} runs, {done} already "
                            f"finished, {known}{todo} to compute in {study.out_dir}",
                            markup=False, highlight=False, soft_wrap=True)
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def advance(self, outcome: Outcome) -> None:
         self.count += 1
@@ -73,6 +79,9 @@ class RichStudyProgress(StudyProgress):
     def start(self, study: Study, todo: int, done: int, infeasible: int = 0) -> None:
         self.bar.start()
         self.task = self.bar.add_task("study", total=todo, failed=0, infeasible="")
+
+    def say(self, text: str) -> None:
+        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def advance(self, outcome: Outcome) -> None:
         self.failed += outcome.error is not None and outcome.infeasible is None

@@ -15,15 +15,22 @@ every tick) are compiled the same way: a kernel module imported after the first
 :func:`compiled` joins the compiled kernels at the next call. A module registers what
 compiles its kernels on a tiny case with :func:`warm_up`, which
 :func:`compile_kernels` runs.
+
+Compiling takes a minute or two, so it happens once per machine: :func:`compile_kernels`
+holds a lock (``flock`` on a file in numba's cache folder of ``policies/core``) while it
+compiles and fills the cache, and says so when it compiles; another process that wants
+the kernels meanwhile says it waits, then loads them from the cache.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 import types
-from typing import Callable, Iterable
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
 
 _KERNELS: dict[str, Callable] = {}
 
@@ -228,13 +235,109 @@ def _skip_blas_probe() -> None:
             del sys.modules[blas]
 
 
-def compile_kernels() -> float:
+#: what :func:`compile_kernels` says when it compiles, and when it waits for another
+#: process's compile
+COMPILING = ("compiling olsctl's policy kernels once for this machine (a minute or two; "
+             "later runs load them)")
+WAITING = "waiting for another olsctl process to finish compiling the policy kernels"
+#: the lock file's name, in numba's cache folder of this package
+LOCK_NAME = "olsctl-kernels.lock"
+
+
+def on_stderr(text: str) -> None:
+    """Say ``text`` on one line of stderr."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def silent(text: str) -> None:
+    """Say nothing."""
+
+
+def compile_kernels(say: Callable[[str], None] = on_stderr) -> float:
     """Compile every kernel (or load it from the cache) by running each registered warm-up
     (:func:`warm_up`: the what-if loops on a tiny case, and those of kernel modules
     imported so far); returns the seconds it took (the first run's compile time when
-    the cache is empty)."""
+    the cache is empty).
+
+    The warm-ups run under the machine's compile lock (:func:`_compile_lock`), so that
+    one process compiles and fills numba's cache while others wait for it and then load.
+    ``say`` is told :data:`COMPILING` when a kernel is compiled rather than loaded (once),
+    and :data:`WAITING` when another process holds the lock."""
     t0 = time.perf_counter()
     k = compiled()
-    for func in list(_WARM_UPS):
-        func(k)
+    with _compile_lock(say), _saying_on_compile(say):
+        for func in list(_WARM_UPS):
+            func(k)
     return time.perf_counter() - t0
+
+
+def lock_path() -> str | None:
+    """The compile lock's file: in numba's cache folder of the kernels of this package
+    (``policies/core/__pycache__``, or its place under ``NUMBA_CACHE_DIR`` or the user's
+    cache when numba puts it there), or None with the JIT disabled."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(_KERNELS):
+        stats = getattr(_SCOPE.get(name), "stats", None)  # (a numba dispatcher's)
+        source = os.path.abspath(_KERNELS[name].__code__.co_filename)
+        if stats is not None and os.path.dirname(source) == here:
+            return os.path.join(stats.cache_path, LOCK_NAME)
+    return None
+
+
+@contextmanager
+def _compile_lock(say: Callable[[str], None]) -> Iterator[None]:
+    """Hold the compile lock (:func:`lock_path`) for the block, telling ``say`` when it
+    has to wait for it. Where no lock can be had (no ``fcntl``, a folder that cannot be
+    written, a file system without locks) the block runs unlocked: the process may then
+    compile what another one compiles too, as without the lock."""
+    fd = _open_lock(lock_path())
+    if fd is None:
+        yield
+        return
+    import fcntl
+
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process compiles: wait for its cache
+            say(WAITING)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no locks here
+            pass
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
+def _open_lock(path: str | None) -> int | None:
+    """A descriptor of the lock file ``path`` (made if missing), or None when there is
+    no such file or ``flock`` to be had."""
+    if path is None:
+        return None
+    try:
+        import fcntl  # noqa: F401  (POSIX only)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except (ImportError, OSError):
+        return None
+
+
+@contextmanager
+def _saying_on_compile(say: Callable[[str], None]) -> Iterator[None]:
+    """Tell ``say`` :data:`COMPILING` when numba first compiles a kernel in the block
+    (numba's ``numba:compile`` event, which a kernel loaded from the cache does not
+    raise)."""
+    from numba.core import event
+
+    class FirstCompile(event.Listener):
+        said = False
+
+        def on_start(self, ev: event.Event) -> None:
+            if not self.said:
+                self.said = True
+                say(COMPILING)
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    with event.install_listener("numba:compile", FirstCompile()):
+        yield

@@ -82,7 +82,9 @@ class PolicyEntry:
     (RMAP, PARM: ``prepare`` draws it, ``run_report`` reports it), else None.
     ``tunable`` names the settings the controller may try as candidates. ``compiled``
     is the family's compiled what-if path (:class:`CompiledPath`), None for a policy
-    whose what-ifs run its Python pass."""
+    whose what-ifs run its Python pass. ``compiled_pass`` says that its pass in the main
+    simulator is a compiled kernel too (so a run needs the kernels even without what-ifs).
+    """
 
     factory: Callable[..., Policy]
     params: Mapping[str, Param]
@@ -90,6 +92,7 @@ class PolicyEntry:
     needs: str | None = None
     tunable: tuple[str, ...] = ()
     compiled: CompiledPath | None = None
+    compiled_pass: bool = False
 
     @property
     def orders(self) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from olsctl.controller import batches
 from olsctl.controller.batches import row_trial
 from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.jit import compiled, warm_up
 from olsctl.policies.core.score import N_ROW
 from olsctl.policies.mqbf import forward  # noqa: F401  (the batch kernels, called compiled)
 from olsctl.policies.mqbf.template import MqbfTemplate
@@ -109,3 +109,37 @@ class MqbfBatch:
         """:func:`olsctl.policies.mqbf.forward.mqbf_closest` over this batch's rows."""
         return compiled().mqbf_closest(self.all_rows(), sla, done, value, active, row,
                                        self.out, moved)
+
+
+
+@warm_up
+def mqbf_batch_warm_up(k) -> None:
+    """Run a tiny tick's candidates through this batch as a controller does (cut short
+    and kept, the closest finished, one gone on; then a what-if alone), so that
+    :func:`olsctl.policies.core.jit.compile_kernels` compiles or loads these kernels with
+    the argument types a run gives them (``k`` is unused: the batch takes the compiled
+    kernels itself). 4 processors at t=10, job 1 (2 processors, MQBF's first queue)
+    running until 100, job 2 (3 processors, the second queue) waiting since 5: no
+    candidate keeps the bounded slowdown at 1, so each what-if is cut short."""
+    from olsctl.controller.batches import complete_closest
+    from olsctl.controller.scoring import run_batch, what_if
+    from olsctl.controller.trials import Candidate, WhatIfTask
+    from olsctl.state import Snapshot
+
+    one = np.asarray
+    snap = Snapshot(10.0, 4, 4, 1, one([1, 2]), one([0.0, 5.0]), one([2, 3]),
+                    one([100.0, 10.0]), one([100.0, 10.0]), one([0.0, np.nan]),
+                    running_alloc=((2, 0),), pass_due=True)
+    policy = {"name": "mqbf", "queues": 2, "boundaries_s": [50.0], "order": "fcfs",
+              "shares": None, "borrow": True}
+    task = WhatIfTask(snap, policy, stop_above=("mean_bsld", 1.0))
+    cands = [Candidate(2), Candidate(4)]
+    for closest in (True, False):
+        cut: dict = {}
+        trials = run_batch(task, cands, cut)[0]
+        if closest:
+            complete_closest(trials, cut, "mean_bsld")  # (MqbfBatch.closest)
+        else:
+            for kept in cut.values():
+                kept.resume(None)  # (MqbfBatch.go_on)
+    what_if(task, Candidate(4))

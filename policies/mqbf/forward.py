@@ -31,7 +31,7 @@ import numpy as np
 from olsctl.policies.core.backfill import INF, insert_running
 from olsctl.policies.core.bound import bound_open
 from olsctl.policies.core.index import index_open
-from olsctl.policies.core.jit import kernel, specialize
+from olsctl.policies.core.jit import kernel, specialize, warm_up
 from olsctl.policies.core.loop import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
                                        LIMIT, METRIC, NHEAP, NOW, NQ, NRUN, N_CLOCK, UNTIL,
                                        VALUE, WAKE_N, WAKE_T, heap_push, what_if_loop)
@@ -344,6 +344,7 @@ def mqbf_go_on(rows: tuple, r: int, limit: float, out: np.ndarray) -> None:
 mqbf_closest = specialize(closest_loop, "mqbf_closest", row_go_on=mqbf_go_on)
 
 
+@warm_up
 def mqbf_warm_up(k) -> None:
     """Run the kernels ``k`` (:func:`olsctl.policies.core.jit.compiled`) on a tiny MQBF
     what-if (two partitions, a job that borrows, a wake): compiles or loads every kernel
