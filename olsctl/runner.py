@@ -277,7 +277,7 @@ def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | No
         if controller is not None and controller.settings.n_jobs != 1:
             # fill numba's cache once here, so that the workers load the compiled
             # kernels instead of each compiling them at once
-            compile_kernels(say)
+            compile_kernels(say, [config.policy["name"]])
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
                                              config.controller["cluster"],

@@ -11,7 +11,7 @@ Add a policy by writing its class and naming it in ``REGISTRY`` with its paramet
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from olsctl.policies.budget.overprovision import CAP_LEVELS, SIZES
 from olsctl.policies.budget.parm import Parm
@@ -164,20 +164,30 @@ def compiled_path(policy: Any) -> CompiledPath | None:
     return entry.compiled
 
 
-def compile_kernels(say: Callable[[str], None] = jit.on_stderr) -> float:
+def compile_kernels(say: Callable[[str], None] = jit.on_stderr,
+                    policies: Iterable[str] | None = None) -> float:
     """Compile (or load from numba's cache) the kernels of every registered family's
-    compiled what-if path, with those of any other kernel module imported so far (SLA
-    feedback's, in a controller's process), by running their warm-ups; returns the
-    seconds it took, loading those modules included
+    compiled what-if path (or only those of the families of the ``policies`` named), with
+    those of any other kernel module imported so far (SLA feedback's, in a controller's
+    process), by running their warm-ups; returns the seconds it took, loading those
+    modules included
     (:func:`olsctl.policies.core.jit.compile_kernels`: one process of the machine
     compiles at a time, telling ``say`` when it compiles or waits for another's
     compile; :func:`olsctl.policies.core.jit.silent` says nothing)."""
     t0 = time.perf_counter()
-    for entry in REGISTRY.values():
-        if entry.compiled is not None:
+    wanted = None if policies is None else set(policies)
+    skip = []
+    for name, entry in REGISTRY.items():
+        if entry.compiled is None:
+            continue
+        if wanted is None or name in wanted:
             entry.compiled.template_module()
             entry.compiled.batch_module()
-    jit.compile_kernels(say)
+        else:  # (another family's package: its warm-ups wait for a run that needs them)
+            skip.append(entry.compiled.template.rsplit(".", 1)[0] + ".")
+    wanted_packages = {REGISTRY[n].compiled.template.rsplit(".", 1)[0] + "."
+                       for n in wanted or () if n in REGISTRY and REGISTRY[n].compiled}
+    jit.compile_kernels(say, tuple(p for p in skip if p not in wanted_packages))
     return time.perf_counter() - t0
 
 

@@ -148,7 +148,7 @@ def cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
     from olsctl.bench.simulators import compile_times
 
     first_s, cached_s = compile_times()
-    out.print(f"compiled policy kernels: {first_s:.2f} s to compile on a first run (empty "
+    out.print(f"EASY's compiled kernels: {first_s:.2f} s to compile on a first run (empty "
               f"cache), {cached_s:.2f} s to load once cached", highlight=False)
     return EXIT_OK
 

@@ -174,7 +174,8 @@ def _check_search(where: str, out: dict) -> None:
         if late:
             raise ConfigError(f"{where}.search: cheapest-first ranks candidates before their "
                               f"what-ifs run, so the cost must be known then ("
-                              f"{', '.join(KNOWN_COSTS)}, policy.<setting>); {late[0]} is not")
+                              f"{', '.join(KNOWN_COSTS)}, policy.<setting>); {late[0]} is not "
+                              f"(bound-first chooses as grid does for every cost)")
 
 
 def _check_sla_limit(where: str, sla: dict) -> tuple[str, float]:

@@ -99,11 +99,12 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
             todo = [p for p in study.points
                     if p.run_id not in result.done and p.run_id not in result.infeasible]
             write_tables(study, result.done, result.failed, kept)
-            if client is None and study.n_jobs != 1 and any(needs_kernels(p.config)
-                                                            for p in todo):
-                # fill numba's cache once here, so that the workers load the compiled
-                # kernels instead of each compiling them at once
-                compile_kernels(progress.say)
+            compiling = sorted({p.config.policy["name"] for p in todo
+                                if needs_kernels(p.config)})
+            if client is None and study.n_jobs != 1 and compiling:
+                # fill numba's cache once here (for the runs' policy families), so that
+                # the workers load the compiled kernels instead of each compiling them
+                compile_kernels(progress.say, compiling)
             progress.start(study, len(todo), len(result.done), len(result.infeasible))
             try:
                 for outcome in _outcomes(study, todo, scratch, client):

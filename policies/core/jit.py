@@ -253,7 +253,8 @@ def silent(text: str) -> None:
     """Say nothing."""
 
 
-def compile_kernels(say: Callable[[str], None] = on_stderr) -> float:
+def compile_kernels(say: Callable[[str], None] = on_stderr,
+                    skip: tuple[str, ...] = ()) -> float:
     """Compile every kernel (or load it from the cache) by running each registered warm-up
     (:func:`warm_up`: the what-if loops on a tiny case, and those of kernel modules
     imported so far); returns the seconds it took (the first run's compile time when
@@ -262,12 +263,15 @@ def compile_kernels(say: Callable[[str], None] = on_stderr) -> float:
     The warm-ups run under the machine's compile lock (:func:`_compile_lock`), so that
     one process compiles and fills numba's cache while others wait for it and then load.
     ``say`` is told :data:`COMPILING` when a kernel is compiled rather than loaded (once),
-    and :data:`WAITING` when another process holds the lock."""
+    and :data:`WAITING` when another process holds the lock. The warm-ups of modules
+    whose names start with one of ``skip`` are not run (their kernels compile at first
+    use)."""
     t0 = time.perf_counter()
     k = compiled()
     with _compile_lock(say), _saying_on_compile(say):
         for func in list(_WARM_UPS):
-            func(k)
+            if not skip or not func.__module__.startswith(skip):
+                func(k)
     return time.perf_counter() - t0
 
 
