@@ -287,3 +287,32 @@ def test_power_policies_whatif_fidelity_and_checker(data):
     res = run_whatif(snaps[0], make_policy(spec), checker=StrictChecker())
     for job, start in zip(res.job_id.tolist(), res.start_s.tolist()):
         assert start == truth[job] or (start != start and truth[job] != truth[job])
+
+
+def test_history_prediction_follows_each_finish_and_snapshots_keep_theirs():
+    """The history predictor, worked by hand (window 2, alpha 0.5; flat profiles, so a
+    job's mean and max are its level): no history gives the peak; each finish of the
+    user's jobs changes the prediction at once (predictions are kept per user only until
+    the history grows); a snapshot taken before a finish keeps predicting from the
+    history it was taken with, and its own finishes leave the state's alone."""
+    from types import SimpleNamespace
+
+    from olsctl.power.predict import History
+
+    state = _waiting_state([1, 1, 1, 1], [10.0, 30.0, 50.0, 70.0], 4, 1e9)
+    pred = History(window=2, alpha=0.5)
+    assert pred.predict(state, 3, "mean") == 100.0 and pred.predict(state, 3, "std") == 0.0
+    for j in range(3):
+        state.start(j)
+    state.finish(0)
+    assert pred.predict(state, 3, "mean") == 10.0
+    snap = SimpleNamespace(power=state.power.subset([0, 1, 2, 3]))
+    assert pred.predict(snap, 3, "max") == 10.0
+    state.finish(1)  # 30 now, 10 one finish ago at weight 0.5
+    assert pred.predict(state, 3, "mean") == pytest.approx((30.0 + 0.5 * 10.0) / 1.5)
+    assert pred.predict(snap, 3, "mean") == 10.0
+    state.finish(2)  # the window of 2 drops the 10
+    assert pred.predict(state, 3, "max") == pytest.approx((50.0 + 0.5 * 30.0) / 1.5)
+    snap.power.on_finish(SimpleNamespace(runtime_s=[100.0] * 4, start_s=[0.0] * 4), 3)
+    assert pred.predict(snap, 0, "mean") == pytest.approx((70.0 + 0.5 * 10.0) / 1.5)
+    assert pred.predict(state, 0, "mean") == pytest.approx((50.0 + 0.5 * 30.0) / 1.5)

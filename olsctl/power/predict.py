@@ -62,18 +62,29 @@ class History:
 
     def predict(self, state: "SimState", idx: int, stat: str = "mean") -> float:
         p = state.power
-        past = p.history.get(p.user[idx])
+        user = p.user[idx]
+        made = p.predicted.get(user)
+        key = (stat, self.window, self.alpha)
+        if made is not None:
+            value = made.get(key)
+            if value is not None:
+                return value
+        else:
+            made = p.predicted[user] = {}
+        past = p.history.get(user)
         if not past:
-            return 0.0 if stat == "std" else p.peak_w
-        k = STATS.index(stat)
-        recent = past[-self.window:]
-        total = weights = 0.0
-        w = 1.0
-        for rec in reversed(recent):
-            total += w * rec[k]
-            weights += w
-            w *= self.alpha
-        return total / weights
+            value = 0.0 if stat == "std" else p.peak_w
+        else:
+            k = STATS.index(stat)
+            total = weights = 0.0
+            w = 1.0
+            for rec in reversed(past[-self.window:]):
+                total += w * rec[k]
+                weights += w
+                w *= self.alpha
+            value = total / weights
+        made[key] = value  # (until the user's history grows: PowerState.on_finish)
+        return value
 
 
 def _learner(**kw):

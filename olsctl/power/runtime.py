@@ -51,8 +51,9 @@ class PowerState:
     true_mean_w: list[float]
     true_max_w: list[float]
     true_std_w: list[float]
-    #: per user: (mean, max, std) of finished jobs, most recent last
-    history: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
+    #: per user: (mean, max, std) of finished jobs, most recent last (a tuple, replaced
+    #: at each finish, so a snapshot shares it)
+    history: dict[int, tuple[tuple[float, float, float], ...]] = field(default_factory=dict)
     forced_starts: int = 0
     #: per job: when it entered a knapsack window (NaN: not yet)
     window_entry: list[float] = field(default_factory=list)
@@ -69,6 +70,9 @@ class PowerState:
     pending: list = field(default_factory=list)
     #: per job: compute-boundness (olsctl.perfmodel's kappa), under a power limit
     kappa: list[float] = field(default_factory=list)
+    #: per user: predictions made from its history as it is now, by what a predictor
+    #: asked (see :class:`olsctl.power.predict.History`); dropped when the history grows
+    predicted: dict[int, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.user)
@@ -123,10 +127,13 @@ class PowerState:
         ``learning``, leave its readings not yet fed to the learner in ``pending`` (plain
         data, so a snapshot, which drops finished jobs, keeps them) for its next catch-up
         (:func:`olsctl.power.learn.catch_up`)."""
-        past = self.history.setdefault(self.user[idx], [])
-        past.append((self.true_mean_w[idx], self.true_max_w[idx], self.true_std_w[idx]))
-        if len(past) > HISTORY_LEN:
-            del past[0]
+        user = self.user[idx]
+        past = self.history.get(user, ())
+        if len(past) >= HISTORY_LEN:
+            past = past[len(past) - HISTORY_LEN + 1:]
+        self.history[user] = past + ((self.true_mean_w[idx], self.true_max_w[idx],
+                                      self.true_std_w[idx]),)
+        self.predicted.pop(user, None)
         if not self.learning:
             return
         runtime = state.runtime_s[idx]
@@ -145,7 +152,7 @@ class PowerState:
             [self.phase_start[j] for j in idx], [self.phase_w[j] for j in idx],
             [self.user[j] for j in idx], [self.true_mean_w[j] for j in idx],
             [self.true_max_w[j] for j in idx], [self.true_std_w[j] for j in idx],
-            {u: list(h) for u, h in self.history.items()}, self.forced_starts,
+            dict(self.history), self.forced_starts,
             [self.window_entry[j] for j in idx], [self.job_key[j] for j in idx],
             {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s,
             [self.fed[j] for j in idx], self.fed_until_s, list(self.pending),
