@@ -257,7 +257,7 @@ REPR = re.compile(r"None|True|False|\{'|\['|=")
     ({"name": "mqbf"}, ["queues", "4", "boundaries_s", "100, 1000, 10000 s", "shares", "even",
                         "borrow", "yes", "order", "fcfs"]),
     ({"name": "knapsack", "predictor": {"name": "history", "window": 10, "alpha": 1.0}},
-     ["predictor", "history (window 10, alpha 1)", "force", "now"]),
+     ["predictor", "history (window 10, alpha 1)", "force", "reserve", "order", "wfp"]),
     ({"name": "rmap-adaptive", "threshold": 0.2}, ["cap_levels", "0.45, 0.5,", "threshold",
                                                    "0.2"]),
 ])
