@@ -200,3 +200,18 @@ def trace_path(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"bundled trace {path} is missing")
     return path
+
+
+def write_burst_trace(path: Path) -> None:
+    """An SWF log on 16 processors: a burst of 24 four-processor jobs of 30 minutes in
+    the first 4 minutes, then one 10-minute single-processor job an hour (hours 4-15);
+    users and groups cycle, so history predictors have something to learn."""
+    lines = ["; MaxProcs: 16"]
+    for j in range(1, 25):
+        lines.append(f"{j} {10 * (j - 1)} -1 1800 4 -1 -1 4 1800 -1 1 {j % 3} {j % 2} "
+                     f"-1 -1 -1 -1 -1")
+    for k in range(4, 16):
+        j = 21 + k
+        lines.append(f"{j} {3600 * k} -1 600 1 -1 -1 1 600 -1 1 {j % 3} {j % 2} "
+                     f"-1 -1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import make_main, workload_from_rows
+from conftest import make_main, workload_from_rows, write_burst_trace
 from olsctl.controller import Candidate, ControllerSettings, WhatIfTask, choose, what_if
 from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.forecast import floor_basis, forecast_floor
@@ -205,15 +205,7 @@ def test_a_joint_run_decides_as_grid_does_with_fewer_what_ifs(tmp_path):
 
     from olsctl.cli import main
 
-    lines = ["; MaxProcs: 16"]
-    for j in range(1, 25):
-        lines.append(f"{j} {10 * (j - 1)} -1 1800 4 -1 -1 4 1800 -1 1 {j % 3} {j % 2} "
-                     f"-1 -1 -1 -1 -1")
-    for k in range(4, 16):
-        j = 21 + k
-        lines.append(f"{j} {3600 * k} -1 600 1 -1 -1 1 600 -1 1 {j % 3} {j % 2} "
-                     f"-1 -1 -1 -1 -1")
-    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    write_burst_trace(tmp_path / "t.swf")
     outs = {}
     for search in ("grid", "bound-first"):
         (tmp_path / f"{search}.yaml").write_text(

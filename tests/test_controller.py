@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dataclasses import replace
 
-from conftest import make_main, starts_of, workload_from_rows
+from conftest import make_main, starts_of, workload_from_rows, write_burst_trace
 from property_tally import checked, run_counted
 from olsctl.cli import main
 from olsctl.config import build_config
@@ -665,15 +665,7 @@ def test_cap_candidates_lower_the_cap_when_quiet_and_raise_it_under_load(tmp_pat
     import csv
     import json
 
-    lines = ["; MaxProcs: 16"]
-    for j in range(1, 25):
-        lines.append(f"{j} {10 * (j - 1)} -1 1800 4 -1 -1 4 1800 -1 1 {j % 3} {j % 2} "
-                     f"-1 -1 -1 -1 -1")
-    for k in range(4, 16):
-        j = 21 + k
-        lines.append(f"{j} {3600 * k} -1 600 1 -1 -1 1 600 -1 1 {j % 3} {j % 2} "
-                     f"-1 -1 -1 -1 -1")
-    (tmp_path / "t.swf").write_text("\n".join(lines) + "\n")
+    write_burst_trace(tmp_path / "t.swf")
     (tmp_path / "c.yaml").write_text(
         "trace: t.swf\nout: out\n"
         "policy: {name: knapsack, window: 5, stat: max, force: when-fits,\n"
