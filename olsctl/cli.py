@@ -226,7 +226,8 @@ def _add_bench_command(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--ols", action="store_true",
                        help="instead, time EASY/OLS (configs/easy-ols.yaml's controller) with "
                             "n_jobs 1 and 2: wall time and the controller's share")
-    bench.add_argument("--search", choices=("grid", "bisect", "cheapest-first"), default="grid",
+    bench.add_argument("--search", choices=("grid", "bisect", "cheapest-first", "bound-first"),
+                       default="grid",
                        help="the controller's search with --ols (default grid)")
     bench.add_argument("--feedback", action="store_true",
                        help="with --ols: compare the controller open loop and with SLA "
