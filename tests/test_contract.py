@@ -129,3 +129,15 @@ def test_a_broken_policy_fails_its_check(factory, settings, check, words):
         assert e.job_id is not None and e.expected_s != e.got_s
         assert f"job {e.job_id}: expected start {e.expected_s:g}" in str(e)
 
+
+
+def test_registry_defaults_are_the_policies_own():
+    """What the registry declares as a setting's default is what the policy takes when
+    the setting is not given (a config and a Python caller get the same policy)."""
+    for name, entry in REGISTRY.items():
+        policy = entry.factory()
+        for key, param in entry.params.items():
+            value = getattr(policy, key)
+            if isinstance(value, tuple):
+                value = list(value)
+            assert value == param.default, (name, key, value, param.default)

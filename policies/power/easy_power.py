@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from olsctl.policies.core.backfill import CountResources, backfill_pass
 from olsctl.policies.power.capping import _PowerPolicy, force_if_idle
@@ -61,6 +61,7 @@ class PowerEasy(_PowerPolicy):
     """EASY backfilling (FCFS or SAF) where a job also has to pass a power verification
     of the predicted power of it and the running jobs against the cap."""
 
+    predictor: Any = "history"
     verify: str = "gaussian"
     sigma: float = 3.0
     name: str = field(default="easy-power", init=False)
