@@ -274,10 +274,12 @@ def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | No
     progress bar and the live view around it); every job must have started."""
     with ExitStack() as stack:
         stack.enter_context(collector_paused())
-        if controller is not None and controller.settings.n_jobs != 1:
-            # fill numba's cache once here, so that the workers load the compiled
-            # kernels instead of each compiling them at once
+        if controller is not None:
+            # ready the what-ifs' compiled kernels here, under the machine's compile
+            # lock: one process compiles them, and says so; the others, and this run's
+            # workers, load them (MQBF's main pass alone compiles at its first call)
             compile_kernels(say, [config.policy["name"]])
+        if controller is not None and controller.settings.n_jobs != 1:
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
                                              config.controller["cluster"],

@@ -211,3 +211,22 @@ def test_study_compiles_once_before_its_workers(tmp_path):
     assert saved and max(saved) < start, lines[start:start + 20]
     again = study("warm")
     assert COMPILING not in again and not any("data saved to" in line for line in again)
+
+
+@pytest.mark.parametrize("n_jobs, controller", [(1, True), (2, True), (1, False)])
+def test_a_run_readies_its_what_if_kernels_first(tmp_path, monkeypatch, n_jobs, controller):
+    """A run with a controller readies its family's kernels before it starts (under the
+    compile lock, saying so when it compiles), with one worker as with several; a run
+    without what-ifs does not."""
+    import olsctl.runner as runner
+
+    asked = []
+    monkeypatch.setattr(runner, "compile_kernels",
+                        lambda say, policies=None: asked.append(list(policies)) or 0.0)
+    write_tiny_swf(tmp_path / "tiny.swf", jobs=30)
+    raw = {"trace": str(tmp_path / "tiny.swf"), "out": str(tmp_path / "out"),
+           "policy": {"name": "easy"}}
+    if controller:
+        raw["controller"] = {"interval_s": 3600, "n_jobs": n_jobs}
+    runner.execute(build_config(raw), say=jit.silent)
+    assert asked == ([["easy"]] if controller else [])
