@@ -210,13 +210,11 @@ class MainSimulator:
         (the events already scheduled for them lapse), and the next phase boundary of a
         running job gets an event."""
         st = self.state
-        limit = st.limit
         now = st.now_s = self.env.now
-        if limit.dirty or limit.moved:  # (else the draw and the ends are as they were)
-            ends = limit.end
-            for j in st.settle():  # (their events due earlier lapse: see _on_completions)
-                self._complete_at(now, ends[j], j)
-        t = limit.next_change_s()
+        ends = st.limit.end
+        for j in st.settle():  # (their events due earlier lapse: see _on_completions)
+            self._complete_at(now, ends[j], j)
+        t = st.limit.next_change_s()
         if t != math.inf and t not in self._change_at:
             self._change_at.add(t)
             self._schedule(delay_to(now, t), CONTROL, self._on_change, t)

@@ -175,19 +175,15 @@ def compile_kernels(say: Callable[[str], None] = jit.on_stderr,
     compiles at a time, telling ``say`` when it compiles or waits for another's
     compile; :func:`olsctl.policies.core.jit.silent` says nothing)."""
     t0 = time.perf_counter()
-    wanted = None if policies is None else set(policies)
-    skip = []
-    for name, entry in REGISTRY.items():
-        if entry.compiled is None:
-            continue
-        if wanted is None or name in wanted:
-            entry.compiled.template_module()
-            entry.compiled.batch_module()
-        else:  # (another family's package: its warm-ups wait for a run that needs them)
-            skip.append(entry.compiled.template.rsplit(".", 1)[0] + ".")
-    wanted_packages = {REGISTRY[n].compiled.template.rsplit(".", 1)[0] + "."
-                       for n in wanted or () if n in REGISTRY and REGISTRY[n].compiled}
-    jit.compile_kernels(say, tuple(p for p in skip if p not in wanted_packages))
+    names = None if policies is None else set(policies)
+    paths = {name: e.compiled for name, e in REGISTRY.items() if e.compiled is not None}
+    wanted = [p for name, p in paths.items() if names is None or name in names]
+    for path in wanted:
+        path.template_module()
+        path.batch_module()
+    # (the other families' warm-ups wait for a run that needs them)
+    skip = {p.package for p in paths.values()} - {p.package for p in wanted}
+    jit.compile_kernels(say, tuple(sorted(skip)))
     return time.perf_counter() - t0
 
 

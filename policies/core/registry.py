@@ -72,6 +72,12 @@ class CompiledPath:
     def batch_module(self) -> ModuleType | None:
         return None if self.batch is None else importlib.import_module(self.batch)
 
+    @property
+    def package(self) -> str:
+        """The family's package (its template module's), as a module-name prefix
+        ending in a dot."""
+        return self.template.rsplit(".", 1)[0] + "."
+
 
 @dataclass(frozen=True)
 class PolicyEntry:
