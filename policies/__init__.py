@@ -90,6 +90,7 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
         needs="power",
+        compiled=CompiledPath("olsctl.policies.power.template"),
     ),
     "greedy-knapsack": PolicyEntry(
         factory=GreedyKnapsack,

@@ -215,3 +215,23 @@ def write_burst_trace(path: Path) -> None:
         lines.append(f"{j} {3600 * k} -1 600 1 -1 -1 1 600 -1 1 {j % 3} {j % 2} "
                      f"-1 -1 -1 -1 -1")
     path.write_text("\n".join(lines) + "\n")
+
+
+def whatif_trials(task, candidates, python: bool, monkeypatch) -> list:
+    """Each candidate's trial as :class:`olsctl.controller.scoring.WhatIfRun` scores it,
+    cut short under the task's bound and then run on to the end (by the family's
+    compiled loop, or with ``python`` by the policy's Python pass), and whether the
+    compiled loop ran it."""
+    from olsctl.controller import batches, scoring
+
+    with monkeypatch.context() as m:
+        if python:
+            m.setattr(batches, "tick_template", lambda *args: None)
+        out = []
+        for c in candidates:
+            run = scoring.WhatIfRun(task, c)
+            got = [run.trial]
+            if not run.trial.complete:
+                got.append(run.resume(None))
+            out.append((got, run.arrays is not None))
+        return out

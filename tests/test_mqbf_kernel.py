@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO_ROOT, trace_path, workload_from_rows
+from conftest import REPO_ROOT, trace_path, whatif_trials, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.trials import Candidate, apply_candidate, setting_of
 from olsctl.policies.mqbf.template import MqbfRun, MqbfTemplate, mqbf_whatif
@@ -591,26 +591,6 @@ def test_the_kernel_in_wfp_order_gives_the_oracles_what_if_with_near_tied_keys(b
 # -- the controller's what-ifs -------------------------------------------------------------
 
 
-def _trials(task, candidates, python: bool, monkeypatch) -> list:
-    """Each candidate's trial as :class:`WhatIfRun` scores it, cut short under the task's
-    bound and then run on to the end (compiled loop, or with ``python`` the policy's
-    Python pass), and whether the compiled loop ran it."""
-    from olsctl.controller import batches
-    from olsctl.controller import scoring
-
-    with monkeypatch.context() as m:
-        if python:
-            m.setattr(batches, "tick_template", lambda *args: None)
-        out = []
-        for c in candidates:
-            run = scoring.WhatIfRun(task, c)
-            got = [run.trial]
-            if not run.trial.complete:
-                got.append(run.resume(None))
-            out.append((got, run.arrays is not None))
-        return out
-
-
 @pytest.mark.parametrize("trace", ["KTH-SP2-1996-2.1-cln.swf.gz"])
 def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, monkeypatch):
     """The controller's MQBF what-ifs (:class:`olsctl.controller.scoring.WhatIfRun`) run
@@ -627,8 +607,8 @@ def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, 
         task = WhatIfTask(snap, MQBF_OLS, stop_above=("mean_bsld", 20.0),
                           current=Candidate(snap.active_procs))
         candidates = [Candidate(a) for a in counts]
-        fast = _trials(task, candidates, False, monkeypatch)
-        slow = _trials(task, candidates, True, monkeypatch)
+        fast = whatif_trials(task, candidates, False, monkeypatch)
+        slow = whatif_trials(task, candidates, True, monkeypatch)
         for c, (want, python_ran), (got, compiled_ran) in zip(candidates, slow, fast):
             # (a candidate too narrow for a waiting job is scored without a what-if)
             too_wide = bool((snap.procs[snap.n_running:] > c.active_procs).any())

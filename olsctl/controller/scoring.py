@@ -27,7 +27,7 @@ from olsctl.controller import batches
 from olsctl.controller.forecast import power_forecast
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
                                       cut_trial, failed_trial, known_costs, policy_of,
-                                      setting_of, weighted_cost)
+                                      power_setting_of, setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import RUNTIME, START, SUBMIT
@@ -66,7 +66,8 @@ class WhatIfRun:
         template = batches.tick_template(snap, self.policy, self.until, task)
         if template is not None:
             # the policy's compiled loop, from the tick's arrays (no live state)
-            setting = setting_of(snap, candidate, task.current, task.wake_latency_s)
+            setting = (power_setting_of if self.metered else setting_of)(
+                snap, candidate, task.current, task.wake_latency_s)
             self.arrays = template.start(self.policy, *setting)
             self.state = None
             self.steps = self.arrays.steps()
@@ -123,11 +124,12 @@ class WhatIfRun:
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
-            energy, mean_w, peak_w = power_forecast(snap, state, task, self.active)
+            energy, mean_w, peak_w = power_forecast(
+                snap, state or _Starts(snap, arrays.column(START)), task, self.active)
             self.cost_parts.update(energy=energy, peak_power=peak_w)
             # (under a power limit the cap holds: what it costs is the jobs' stretch)
             over_cap = (candidate.cap_w is not None and peak_w > candidate.cap_w
-                        and state.limit is None)
+                        and (state is None or state.limit is None))
         cost = self._cost()
         if n == 0:
             return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
@@ -162,6 +164,19 @@ class WhatIfRun:
         mean_bsld, p95_bsld, mean_wait, max_wait = row[ROW_MEAN_BSLD:ROW_MAX_WAIT + 1].tolist()
         return Trial(candidate, n, 0, censored, mean_bsld, p95_bsld, mean_wait, max_wait,
                      cost, queue_bsld, energy, mean_w, peak_w, over_cap=over_cap)
+
+
+class _Starts:
+    """What a power forecast reads of a what-if run by a compiled loop: the snapshot's
+    jobs and power, with the start times the loop gave."""
+
+    __slots__ = ("power", "procs", "start_s", "runtime_s")
+
+    def __init__(self, snap: Snapshot, start: np.ndarray) -> None:
+        self.power = snap.power
+        self.procs = snap.procs.tolist()
+        self.start_s = start.tolist()
+        self.runtime_s = snap.runtime_s.tolist()
 
 
 #: the last snapshot seen by :func:`_widest_waiting`, and its widest waiting job

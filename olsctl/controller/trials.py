@@ -227,8 +227,8 @@ def apply_candidate(state: SimState, candidate: Candidate, current: Candidate | 
 
 class _Machine:
     """The part of a what-if's state a candidate changes (:func:`apply_candidate`) when
-    there is no power to meter: active processors, a wake under way, whether the pass
-    is due. The rules are :class:`SimState`'s own methods."""
+    there is no power limit: active processors, a wake under way, whether the pass is
+    due, and (with power) the cap. The rules are :class:`SimState`'s own methods."""
 
     __slots__ = ("now_s", "active_procs", "wake", "pass_due", "power", "limit")
     target_active = SimState.target_active
@@ -236,16 +236,40 @@ class _Machine:
     set_active = SimState.set_active
 
 
-def setting_of(snap: Snapshot, candidate: Candidate, current: Candidate | None,
-               wake_latency_s: float) -> tuple[int, "tuple[float, int] | None", bool]:
-    """What :func:`apply_candidate` makes of a snapshot without power (no jobs needed):
-    (active processors, the wake under way, whether the pass is due)."""
+class _Meter:
+    """The part of a what-if's power a candidate changes: the cap schedule."""
+
+    __slots__ = ("cap",)
+
+    def __init__(self, cap) -> None:
+        self.cap = cap
+
+
+def _applied(snap: Snapshot, candidate: Candidate, current: Candidate | None,
+             wake_latency_s: float) -> _Machine:
     m = _Machine()
     m.now_s, m.active_procs, m.wake, m.pass_due = (snap.now_s, snap.active_procs, snap.wake,
                                                    snap.pass_due)
-    m.power = m.limit = None
+    m.power = None if snap.power is None else _Meter(snap.power.cap)
+    m.limit = None
     apply_candidate(m, candidate, current, wake_latency_s)  # type: ignore[arg-type]
+    return m
+
+
+def setting_of(snap: Snapshot, candidate: Candidate, current: Candidate | None,
+               wake_latency_s: float) -> tuple[int, "tuple[float, int] | None", bool]:
+    """What :func:`apply_candidate` makes of a snapshot without a power limit (no jobs
+    needed): (active processors, the wake under way, whether the pass is due)."""
+    m = _applied(snap, candidate, current, wake_latency_s)
     return m.active_procs, m.wake, m.pass_due
+
+
+def power_setting_of(snap: Snapshot, candidate: Candidate, current: Candidate | None,
+                     wake_latency_s: float) -> tuple[int, "tuple[float, int] | None", bool,
+                                                     float]:
+    """:func:`setting_of` for a snapshot with power, and the cap in force now (W)."""
+    m = _applied(snap, candidate, current, wake_latency_s)
+    return m.active_procs, m.wake, m.pass_due, m.power.cap.cap_at(snap.now_s)
 
 
 def cut_trial(candidate: Candidate, n: int, metric: str, bound: float, cost: float,

@@ -76,13 +76,8 @@ class History:
             value = 0.0 if stat == "std" else p.peak_w
         else:
             k = STATS.index(stat)
-            total = weights = 0.0
-            w = 1.0
-            for rec in reversed(past[-self.window:]):
-                total += w * rec[k]
-                weights += w
-                w *= self.alpha
-            value = total / weights
+            value = recent_mean([rec[k] for rec in past[-self.window:]],
+                                min(len(past), self.window), self.window, self.alpha)
         made[key] = value  # (until the user's history grows: PowerState.on_finish)
         return value
 
@@ -109,3 +104,7 @@ def make_predictor(spec) -> Predictor:
     except TypeError:
         raise ValueError(f"predictor: unknown setting for {name}: "
                          f"{', '.join(sorted(spec))}") from None
+
+
+# (last: the power policies' package, which the rule comes from, imports this module)
+from olsctl.policies.power.kernels import recent_mean  # noqa: E402

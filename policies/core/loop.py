@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from olsctl.policies.core.backfill import INF, remove_running
-from olsctl.policies.core.bound import bound_start, bound_value, missed
+from olsctl.policies.core.backfill import INF, insert_running, remove_running
+from olsctl.policies.core.bound import bound_open, bound_start, bound_value, missed
 from olsctl.policies.core.heap import heap_add, heap_drop
 from olsctl.policies.core.jit import kernel, specialize
 
@@ -76,6 +76,36 @@ def heap_push(heap_t: np.ndarray, heap_j: np.ndarray, n: int, t: float, j: int) 
     ``(heap_j, n, heap_t, heap_t)`` takes the first end off, ``heap_t[heap_j[0]]``."""
     heap_t[j] = t
     return ends_add(heap_j, n, j, heap_t, heap_t)
+
+
+@kernel
+def running_open(n_run: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarray,
+                  submit: np.ndarray, start: np.ndarray, running: np.ndarray,
+                  heap_t: np.ndarray, heap_j: np.ndarray, count: np.ndarray,
+                  clock: np.ndarray, seen: np.ndarray, bsld_s: float) -> None:
+    """Complete a what-if's arrays once the caller has filled the job columns (jobs 0 ..
+    ``n_run`` - 1 running since ``start``), the counters (``ACTIVE`` and after: active
+    processors, processors of a wake under way, pass due, the SLA metric) and the clock
+    (now, the wake's time, the horizon, the SLA limit): the running jobs in (expected
+    end, job) order and what they hold, the heap of their true ends (start + runtime)
+    and, with a metric, the SLA bound (:func:`bound_open`)."""
+    busy = 0
+    n = 0
+    for j in range(n_run):
+        busy += procs[j]
+        n = insert_running(running, n, start[j] + est[j], j)
+        heap_push(heap_t, heap_j, j, start[j] + runtime[j], j)
+    count[BUSY] = busy
+    count[NRUN] = n_run
+    count[NHEAP] = n_run
+    count[AT_BOUND] = 0
+    count[FINISHES] = 0
+    if count[METRIC]:
+        run_job = np.empty(n_run, dtype=np.int64)
+        for k in range(n_run):
+            run_job[k] = np.int64(running[k, 1])
+        bound_open(count[METRIC], clock[N_CLOCK:], count[BOUND_COUNTS:], seen, clock[NOW],
+                   run_job, start, submit, runtime, bsld_s)
 
 
 @kernel(inline=True)

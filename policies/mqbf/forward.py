@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from olsctl.policies.core.backfill import INF, insert_running
-from olsctl.policies.core.bound import bound_open
+from olsctl.policies.core.backfill import INF
 from olsctl.policies.core.index import index_open
 from olsctl.policies.core.jit import kernel, specialize, warm_up
-from olsctl.policies.core.loop import (ACTIVE, AT_BOUND, BOUND_COUNTS, BUSY, DUE, FINISHES,
-                                       LIMIT, METRIC, NHEAP, NOW, NQ, NRUN, N_CLOCK, UNTIL,
-                                       VALUE, WAKE_N, WAKE_T, heap_push, what_if_loop)
+from olsctl.policies.core.loop import (ACTIVE, DUE, LIMIT, METRIC, NOW, NQ, UNTIL,
+                                       VALUE, WAKE_N, WAKE_T, running_open,
+                                       what_if_loop)
 from olsctl.policies.core.order import FCFS, WFP, order_into
 from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_DONE, OUT_WIDE, ROW_BOUND,
                                         ROW_MEAN_BSLD, ROW_NOW, ROW_STATUS, ROW_UNSTARTED,
@@ -58,28 +57,15 @@ def mqbf_open(n_run: int, procs: np.ndarray, est: np.ndarray, runtime: np.ndarra
     processors of a wake under way, pass due, the SLA metric) and the clock (now, the
     wake's time, the horizon, the SLA limit): the running jobs in (expected end, job)
     order, what they hold per partition and in all, the heap of their true ends
-    (start + runtime) and, with a metric, the SLA bound (:func:`bound_open`)."""
-    busy = 0
+    (start + runtime) and, with a metric, the SLA bound
+    (:func:`olsctl.policies.core.loop.running_open`)."""
     for p in range(len(held)):
         held[p] = 0
-    n = 0
     for j in range(n_run):
-        busy += procs[j]
         for p in range(len(held)):
             held[p] += alloc[j, p]
-        n = insert_running(running, n, start[j] + est[j], j)
-        heap_push(heap_t, heap_j, j, start[j] + runtime[j], j)
-    count[BUSY] = busy
-    count[NRUN] = n_run
-    count[NHEAP] = n_run
-    count[AT_BOUND] = 0
-    count[FINISHES] = 0
-    if count[METRIC]:
-        run_job = np.empty(n_run, dtype=np.int64)
-        for k in range(n_run):
-            run_job[k] = np.int64(running[k, 1])
-        bound_open(count[METRIC], clock[N_CLOCK:], count[BOUND_COUNTS:], seen, clock[NOW],
-                   run_job, start, submit, runtime, bsld_s)
+    running_open(n_run, procs, est, runtime, submit, start, running, heap_t, heap_j, count,
+                 clock, seen, bsld_s)
 
 
 @kernel

@@ -19,6 +19,7 @@ from olsctl.policies.core import loop as fw
 from olsctl.policies.core.bound import BOUND_METRICS
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
+from olsctl.policies.core.run import LoopRun
 from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.policies.mqbf import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.state import Snapshot
@@ -142,24 +143,21 @@ class MqbfTemplate:
         return MqbfRun(self, arrays)
 
 
-class MqbfRun:
+class MqbfRun(LoopRun):
     """An MQBF what-if as the arrays of the compiled loop (:meth:`MqbfTemplate.run`)."""
 
     def __init__(self, template: MqbfTemplate, arrays: dict) -> None:
+        super().__init__(arrays)
         self.template = template
-        self.arrays = arrays
         self.start = arrays["start"]
         self.queue_of = arrays["queue_of"]
         self.alloc = arrays["alloc"]
-        self.clock = arrays["clock"]
-        self.count = arrays["count"]
         t, a = template, arrays
         self._args = (t.code, t.borrow, t.weights, a["procs"], a["est"], a["runtime"],
                       a["submit"], a["start"], a["queue_of"], a["queue"], a["alloc"],
                       a["held"], a["owned"], a["running"], a["heap_t"], a["heap_j"],
                       a["times"], a["free"], a["pivot_s"], a["pivot_j"], a["started"],
                       a["count"], a["clock"], a["seen"], BSLD_BOUND_S)
-        self.bound = INF
 
     @classmethod
     def of(cls, snap: Snapshot, policy: MultiQueueBackfill, active: int,
@@ -169,36 +167,8 @@ class MqbfRun:
         """One what-if of ``snap`` (see :class:`MqbfTemplate`)."""
         return MqbfTemplate(snap, policy, until_s, stop_above).run(active, wake, pass_due)
 
-    def forward(self) -> bool:
-        """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
-        cut = self.template.kernels.mqbf_forward(*self._args)
-        self.bound = float(self.clock[fw.VALUE])
-        return bool(cut)
-
-    def go_on(self, limit: float | None) -> None:
-        """Go on under a higher ``limit`` (None: no more cuts)."""
-        if limit is None:
-            self.count[fw.METRIC] = 0
-        else:
-            self.clock[fw.LIMIT] = limit
-
-    def steps(self):
-        """:func:`olsctl.whatif.steps`' generator protocol: yields the bound each time it
-        cuts the run short; ``send`` a higher limit, or None to run to the end."""
-        while self.forward():
-            self.go_on((yield self.bound))
-
-    #: the arrays of :meth:`column`'s blocks
-    COLUMNS = {fw.START: "start", fw.SUBMIT: "submit", fw.RUNTIME: "runtime"}
-
-    def column(self, block: int) -> np.ndarray:
-        """A float column of the jobs (``fw.START``, ``fw.SUBMIT`` or ``fw.RUNTIME``), as
-        it stands (as the EASY loop's runs give theirs)."""
-        return self.arrays[self.COLUMNS[block]]
-
-    @property
-    def now_s(self) -> float:
-        return float(self.clock[fw.NOW])
+    def call(self) -> bool:
+        return self.template.kernels.mqbf_forward(*self._args)
 
 
 def mqbf_whatif(snap: Snapshot, policy: MultiQueueBackfill, active: int | None = None,

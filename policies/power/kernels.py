@@ -1,0 +1,320 @@
+"""The window knapsack's pass over arrays, and the power a pass reads: one implementation,
+called by the main simulator (plain lists turned into a pass's arrays,
+:class:`olsctl.policies.power.knapsack.WindowKnapsack`) and by the compiled what-if loop
+(:mod:`olsctl.policies.power.forward`).
+
+A pass reads power as data, as a policy reads the facility's meters: each running job's
+power per processor now (``run_w``, by job), and each job's predicted power per
+processor as ``gpred[juser[j]]`` (a predictor's value per group of jobs: a user's history,
+the job itself for the oracle, one group for the naive predictor). ``kint`` and ``kflt``
+hold the pass's settings and counters (the ``K_`` and ``F_`` indexes below).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from olsctl.policies.core.backfill import insert_running
+from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.order import order_into
+
+#: the knapsack's ``force`` modes, by code
+FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
+
+FORCE_CODES = {"now": FORCE_NOW, "when-fits": FORCE_WHEN_FITS, "reserve": FORCE_RESERVE}
+
+#: ``kint``: the window, the force mode, whether running jobs count at their prediction
+#: too (headroom predicted), the machine's processors, the forced starts so far
+K_WINDOW, K_FORCE, K_PREDICTED, K_TOTAL, K_FORCED = range(5)
+
+N_KINT = 5
+
+#: ``kflt``: idle and sleeping power per processor, the cap in force
+F_IDLE, F_SLEEP, F_CAP = range(3)
+
+N_KFLT = 3
+
+
+@kernel
+def recent_mean(values, m: int, window: int, alpha: float) -> float:
+    """The weighted mean of the last ``window`` of ``values[:m]`` (oldest first), the
+    most recent weighted 1, the one before ``alpha``, then ``alpha`` squared...: the
+    history predictor's rule (:class:`olsctl.power.predict.History`)."""
+    total = 0.0
+    weights = 0.0
+    w = 1.0
+    low = m - window if m > window else 0
+    for i in range(m - 1, low - 1, -1):
+        total += w * values[i]
+        weights += w
+        w *= alpha
+    return total / weights
+
+
+@kernel(inline=True)
+def phase_power(now: float, start: float, runtime: float, ph_start: np.ndarray,
+                ph_w: np.ndarray, a: int, b: int) -> float:
+    """A running job's power per processor at ``now``: the level of its phase then
+    (phases ``a`` to ``b`` - 1 of the flat ``ph_start`` (fractions of its runtime) and
+    ``ph_w``)."""
+    x = (now - start) / runtime if runtime > 0 else 0.0
+    lo, hi = a, b
+    while lo < hi:  # (bisect right)
+        mid = (lo + hi) // 2
+        if x < ph_start[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    k = lo - 1
+    return ph_w[k if k > a else a]
+
+
+@kernel
+def knapsack_pass(code: int, now: float, active: int, busy: int, queue: np.ndarray,
+                  nq: int, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+                  start: np.ndarray, running: np.ndarray, n_run: int, run_w: np.ndarray,
+                  juser: np.ndarray, gpred: np.ndarray, entry: np.ndarray,
+                  kint: np.ndarray, kflt: np.ndarray, started: np.ndarray) -> tuple:
+    """One pass of Wallace's window knapsack
+    (:class:`olsctl.policies.power.knapsack.WindowKnapsack` gives the rules) at ``now``
+    over the waiting jobs ``queue[:nq]`` (arrival order, their ``start`` NaN) in order
+    ``code``, with ``active`` processors of which ``busy`` are in use by the running jobs
+    ``running[:n_run]`` ((expected end, job) rows, ascending). Jobs it starts get their
+    start time, join the running rows and are listed in ``started``; window entries are
+    marked in ``entry``. Returns (jobs started, running jobs)."""
+    ns = 0
+    if busy >= active or nq == 0:
+        return ns, n_run
+    window = kint[K_WINDOW]
+    force = kint[K_FORCE]
+    predicted = kint[K_PREDICTED] != 0
+    idle_w = kflt[F_IDLE]
+    room = kflt[F_CAP] - measured_w(active, busy, kint[K_TOTAL], procs, running, n_run,
+                                    run_w, juser, gpred, predicted, idle_w, kflt[F_SLEEP])
+    ordered = np.empty(nq, dtype=np.int64)
+    order_into(code, now, queue[:nq], procs, est, submit, ordered)
+    holding = False
+    held = -1
+    until = 0.0
+    if force != FORCE_NOW:
+        held = held_job(entry, ordered, nq)
+        if held >= 0:
+            rise = procs[held] * (gpred[juser[held]] - idle_w)
+            if procs[held] > active - busy or rise > room:
+                if force == FORCE_WHEN_FITS or n_run == 0:
+                    # nothing else starts before the held job (the idle rule aside)
+                    for i in range(nq - 1, 0, -1):
+                        if ordered[i] == held:
+                            ordered[1:i + 1] = ordered[0:i].copy()
+                            ordered[0] = held
+                            break
+                    ns, n_run = start_if_idle(now, active, busy, ordered, nq, procs, est,
+                                              start, running, n_run, kint, started, ns)
+                    return ns, n_run
+                holding = True
+                until = fits_at(held, rise, room, active - busy, procs, running, n_run,
+                                run_w, juser, gpred, predicted, idle_w)
+            else:
+                n_run = start_job(held, now, procs, est, start, running, n_run)
+                started[ns] = held
+                ns += 1
+                busy += procs[held]
+                room -= rise
+    win = np.empty(window, dtype=np.int64)
+    chosen = np.empty(window, dtype=np.int64)
+    while True:
+        free = active - busy
+        if free <= 0:
+            return ns, n_run
+        nw = 0
+        for i in range(nq):
+            j = ordered[i]
+            if start[j] != start[j]:  # NaN: not started in this pass
+                win[nw] = j
+                nw += 1
+                if nw == window:
+                    break
+        if nw == 0:
+            return ns, n_run
+        for i in range(nw):
+            j = win[i]
+            if entry[j] != entry[j]:  # NaN: entering now
+                entry[j] = now
+        nc = 0
+        if not holding:
+            for i in range(nw):
+                chosen[nc] = win[i]
+                nc += 1
+        else:
+            for i in range(nw):
+                j = win[i]
+                if j != held and now + est[j] <= until:
+                    chosen[nc] = win[i]
+                    nc += 1
+        nc = knapsack_choose(chosen, nc, free, room, procs, juser, gpred, idle_w)
+        if nc == 0:
+            if holding or (nw < window and n_run > 0):
+                return ns, n_run
+            by_entry = np.argsort(entry[win[:nw]], kind="mergesort")
+            for i in range(nw):
+                chosen[i] = win[by_entry[i]]
+            first = chosen[0]
+            if nw == window and force != FORCE_NOW:
+                entry[first] = -np.inf  # held: waits for room, then starts
+            elif nw == window and procs[first] <= free:
+                n_run = start_job(first, now, procs, est, start, running, n_run)
+                started[ns] = first
+                ns += 1
+                kint[K_FORCED] += 1  # at most one forced start a pass
+                return ns, n_run
+            ns, n_run = start_if_idle(now, active, busy, chosen, nw, procs, est, start,
+                                      running, n_run, kint, started, ns)
+            return ns, n_run
+        for i in range(nc):
+            j = chosen[i]
+            n_run = start_job(j, now, procs, est, start, running, n_run)
+            started[ns] = j
+            ns += 1
+            busy += procs[j]
+            room -= procs[j] * (gpred[juser[j]] - idle_w)
+
+
+@kernel
+def measured_w(active: int, busy: int, total: int, procs: np.ndarray, running: np.ndarray,
+               n_run: int, run_w: np.ndarray, juser: np.ndarray, gpred: np.ndarray,
+               predicted: bool, idle_w: float, sleep_w: float) -> float:
+    """Machine power now: the running jobs at their power now (with ``predicted``, at
+    the larger of that and their prediction), idle active processors at ``idle_w``,
+    the rest at ``sleep_w`` (:meth:`olsctl.power.runtime.PowerState.measured_w`)."""
+    busy_w = 0.0
+    for k in range(n_run):
+        j = np.int64(running[k, 1])
+        w = run_w[j]
+        if predicted:
+            later = gpred[juser[j]]
+            w = later if later > w else w
+        busy_w += procs[j] * w
+    idle = active - busy if active > busy else 0
+    sleeping = total - (active if active > busy else busy)
+    return busy_w + idle_w * idle + sleep_w * sleeping
+
+
+@kernel(inline=True)
+def start_job(j: int, now: float, procs: np.ndarray, est: np.ndarray, start: np.ndarray,
+              running: np.ndarray, n_run: int) -> int:
+    """Job ``j`` starts now (as :meth:`olsctl.state.SimState.start`); returns the
+    running jobs' count."""
+    start[j] = now
+    return insert_running(running, n_run, now + est[j], j)
+
+
+@kernel
+def start_if_idle(now: float, active: int, busy: int, ordered: np.ndarray, m: int,
+                  procs: np.ndarray, est: np.ndarray, start: np.ndarray,
+                  running: np.ndarray, n_run: int, kint: np.ndarray, started: np.ndarray,
+                  ns: int) -> tuple:
+    """[choice] When nothing runs and nothing started in this pass, the first of
+    ``ordered[:m]`` that has the processors starts anyway (a forced start): an idle
+    machine frees no power by waiting (:func:`olsctl.policies.power.capping.force_if_idle`).
+    Returns (jobs started, running jobs)."""
+    if n_run > 0 or ns > 0:
+        return ns, n_run
+    free = active - busy
+    for i in range(m):
+        j = ordered[i]
+        if procs[j] <= free:
+            n_run = start_job(j, now, procs, est, start, running, n_run)
+            started[ns] = j
+            kint[K_FORCED] += 1
+            return ns + 1, n_run
+    return ns, n_run
+
+
+@kernel
+def held_job(entry: np.ndarray, ordered: np.ndarray, nq: int) -> int:
+    """The waiting job the knapsack holds the machine for (window entry -inf), or -1."""
+    for i in range(nq):
+        j = ordered[i]
+        if entry[j] == -np.inf:
+            return j
+    return -1
+
+
+@kernel
+def fits_at(held: int, rise: float, room: float, free: int, procs: np.ndarray,
+            running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
+            gpred: np.ndarray, predicted: bool, idle_w: float) -> float:
+    """Expected time (by the running jobs' estimates) at which the held job would fit the
+    processors and the headroom, each running job leaving what the headroom counted for
+    it; the last expected end if it fits only on an idle machine."""
+    for k in range(n_run):
+        j = np.int64(running[k, 1])
+        w = run_w[j]
+        if predicted:
+            later = gpred[juser[j]]
+            w = w if w >= later else later
+        free += procs[j]
+        room += procs[j] * (w - idle_w)
+        if free >= procs[held] and room >= rise:
+            return running[k, 0]
+    return running[n_run - 1, 0]
+
+
+@kernel
+def knapsack_choose(cand: np.ndarray, nc: int, free: int, room: float, procs: np.ndarray,
+                    juser: np.ndarray, gpred: np.ndarray, idle_w: float) -> int:
+    """Of the jobs ``cand[:nc]``, those with the most processors whose predicted increases
+    sum to at most ``room`` (and processors to at most ``free``), solved exactly by
+    dynamic programming over processor counts; ties keep earlier jobs. They are left in
+    ``cand`` (in their order); returns how many."""
+    m = 0
+    for i in range(nc):  # the items: the jobs with the processors
+        j = cand[i]
+        if procs[j] <= free:
+            cand[m] = j
+            m += 1
+    if m == 0:
+        return 0
+    rise = np.empty(m)
+    over = True
+    n_sum = 0
+    w_sum = 0.0
+    for i in range(m):
+        j = cand[i]
+        rise[i] = procs[j] * (gpred[juser[j]] - idle_w)
+        if not (0 <= rise[i] > room):
+            over = False
+        n_sum += procs[j]
+        w_sum += rise[i]
+    if over:
+        return 0  # every job alone is over the headroom: only the empty set fits
+    if n_sum <= free and w_sum <= room:
+        return m  # all of them fit: the most processors
+    best = np.full(free + 1, np.inf)
+    best[0] = 0.0
+    took = np.zeros((m, free + 1), dtype=np.bool_)
+    for i in range(m):
+        n = procs[cand[i]]
+        w = rise[i]
+        for s in range(free, n - 1, -1):
+            c = best[s - n] + w
+            if c < best[s]:
+                best[s] = c
+                took[i, s] = True
+    size = 0
+    for s in range(free, -1, -1):
+        if best[s] <= room:
+            size = s
+            break
+    k = 0
+    picked = np.empty(m, dtype=np.int64)
+    for i in range(m - 1, -1, -1):
+        if size == 0:
+            break
+        if took[i, size]:
+            picked[k] = cand[i]
+            k += 1
+            size -= procs[cand[i]]
+    for i in range(k):
+        cand[i] = picked[k - 1 - i]
+    return k

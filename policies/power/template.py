@@ -1,0 +1,195 @@
+"""Window-knapsack what-ifs run by the compiled loop
+(:func:`olsctl.policies.power.forward.knapsack_forward`).
+
+:class:`KnapsackTemplate` turns a snapshot with power into the loop's arrays once per
+tick; :class:`KnapsackRun` is one what-if from copies of them under a candidate's
+setting (active processors, a wake under way, the cap, the knapsack's window, order and
+``force``). For snapshots whose power the loop models: no power limit, no job model, a
+cap schedule with no change to come, and a predictor that is the oracle, the naive one
+or the history (the learner's profiles stay in Python).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import chain, islice
+
+import numpy as np
+
+from olsctl.metrics import BSLD_BOUND_S
+from olsctl.policies.core import loop as fw
+from olsctl.policies.core.bound import BOUND_METRICS
+from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.order import ORDER_CODES
+from olsctl.policies.core.run import LoopRun
+from olsctl.policies.power import forward  # noqa: F401  (the loop, called compiled)
+from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
+                                           K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT, N_KINT,
+                                           recent_mean)
+from olsctl.power.predict import STATS, History, Naive, Oracle
+from olsctl.power.runtime import HISTORY_LEN
+
+INF = math.inf
+
+
+def steps(policy, state, until_s: float, stop_above, raise_at):
+    """None: the what-if of a live state runs the knapsack's pass from Python (the same
+    kernel); a tick's template runs the compiled loop."""
+    return None
+
+
+def template_key(policy) -> tuple:
+    """What the arrays depend on besides the snapshot: the predictor, its statistic and
+    whether running jobs count at their prediction (window, order and ``force`` are set
+    per what-if)."""
+    return (policy._predictor, policy.stat, policy.headroom)
+
+
+def template(snap, policy, until_s: float,
+             stop_above: "tuple[str, float] | None") -> "KnapsackTemplate | None":
+    """The tick's template of ``snap`` under the window knapsack ``policy`` (None when
+    the loop does not model its power: see the module's note)."""
+    return KnapsackTemplate(snap, policy, until_s, stop_above) \
+        if KnapsackTemplate.fits(snap, policy) else None
+
+
+class KnapsackTemplate:
+    """A snapshot's window-knapsack what-if arrays, made once and copied for each
+    candidate (:meth:`start`). Jobs are indexed as in the snapshot."""
+
+    #: the arrays a run changes (the others are read only, or scratch of one pass)
+    OWN = ("start", "queue", "running", "heap_t", "heap_j", "count", "clock", "seen",
+           "gpred", "ring", "ring_n", "entry", "kint", "kflt")
+
+    def __init__(self, snap, policy, until_s: float = INF,
+                 stop_above: "tuple[str, float] | None" = None) -> None:
+        nr = snap.n_running
+        p = snap.power
+        self.snap = snap
+        self.kernels = k = compiled()
+        n = self.n = int(snap.job_id.size)
+        a = self.arrays = {}
+        a["procs"] = snap.procs.astype(np.int64)
+        a["est"] = snap.estimate_s.astype(float)
+        a["runtime"] = snap.runtime_s.astype(float)
+        a["submit"] = snap.submit_s.astype(float)
+        a["start"] = snap.start_s.astype(float)
+        a["queue"] = np.arange(nr, n, dtype=np.int64)
+        a["running"] = np.zeros((n, 2))
+        a["heap_t"], a["heap_j"] = np.zeros(n), np.zeros(n, dtype=np.int64)
+        a["started"] = np.zeros(n, dtype=np.int64)
+        metric = 0 if stop_above is None or n == 0 else \
+            BOUND_METRICS.get(stop_above[0], 0)
+        count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
+        count[fw.ACTIVE] = snap.active_procs
+        count[fw.NQ] = n - nr
+        count[fw.METRIC] = metric
+        clock = a["clock"] = np.zeros(fw.N_TAIL)
+        clock[fw.NOW] = snap.now_s
+        clock[fw.WAKE_T] = INF
+        clock[fw.UNTIL] = until_s
+        clock[fw.LIMIT] = stop_above[1] if metric else 0.0
+        a["seen"] = np.zeros(n if metric else 0, dtype=np.bool_)
+        k.running_open(nr, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
+                       a["running"], a["heap_t"], a["heap_j"], count, clock, a["seen"],
+                       BSLD_BOUND_S)
+        sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
+        a["ph_off"] = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=a["ph_off"][1:])
+        total = int(a["ph_off"][-1])
+        a["ph_start"] = np.fromiter(chain.from_iterable(p.phase_start), float, total)
+        a["ph_w"] = np.fromiter(chain.from_iterable(p.phase_w), float, total)
+        a["run_w"] = np.zeros(n)
+        a["entry"] = np.array(p.window_entry[:n], dtype=float)
+        self._predictions(a, p, policy)
+        kint = a["kint"] = np.zeros(N_KINT, dtype=np.int64)
+        kint[K_PREDICTED] = policy.headroom == "predicted"
+        kint[K_TOTAL] = snap.total_procs
+        kflt = a["kflt"] = np.zeros(N_KFLT)
+        kflt[F_IDLE], kflt[F_SLEEP] = p.idle_w, p.sleep_w
+        self.cap_w = p.cap.cap_at(snap.now_s)
+
+    @staticmethod
+    def _predictions(a: dict, p, policy) -> None:
+        """Each job's prediction group and each group's prediction (and, under the
+        history predictor, each user's last jobs as the history holds them)."""
+        n = len(p.user)
+        stat = policy.stat
+        pred = policy._predictor
+        a["jstat"] = np.array(p.true_mean_w if stat == "mean" else p.true_max_w, dtype=float)
+        a["learn"] = np.zeros(2, dtype=np.int64)
+        a["alpha"] = 1.0
+        a["ring"], a["ring_n"] = np.zeros((1, 1)), np.zeros(1, dtype=np.int64)
+        if isinstance(pred, Oracle):
+            a["juser"] = np.arange(n, dtype=np.int64)
+            a["gpred"] = a["jstat"].copy()
+        elif isinstance(pred, Naive):
+            a["juser"] = np.zeros(n, dtype=np.int64)
+            a["gpred"] = np.full(1, p.peak_w)
+        else:  # the history
+            group: dict[int, int] = {}
+            a["juser"] = np.array([group.setdefault(u, len(group)) for u in p.user],
+                                  dtype=np.int64)
+            width = min(pred.window, HISTORY_LEN)
+            ring = a["ring"] = np.zeros((max(len(group), 1), width))
+            ring_n = a["ring_n"] = np.zeros(len(ring), dtype=np.int64)
+            gpred = a["gpred"] = np.full(len(ring), p.peak_w)
+            k = STATS.index(stat)
+            for user, u in group.items():
+                past = p.history.get(user)
+                if past:
+                    values = [rec[k] for rec in islice(past, max(len(past) - width, 0),
+                                                       None)]
+                    ring[u, :len(values)] = values
+                    ring_n[u] = len(values)
+                    gpred[u] = recent_mean(values, len(values), pred.window, pred.alpha)
+            a["learn"][:] = (1, pred.window)
+            a["alpha"] = float(pred.alpha)
+
+    @staticmethod
+    def fits(snap, policy) -> bool:
+        """Whether a template can stand for this snapshot's what-ifs under ``policy``."""
+        p = snap.power
+        return (p is not None and snap.limit is None and snap.budget is None
+                and not p.learning and policy.order in ORDER_CODES
+                and isinstance(policy._predictor, (History, Oracle, Naive))
+                and p.cap.next_change_s(snap.now_s) == INF
+                and snap.running_alloc.count(None) == len(snap.running_alloc))
+
+    def start(self, policy, active: int, wake: "tuple[float, int] | None",
+              pass_due: bool, cap_w: float | None = None) -> "KnapsackRun":
+        """A what-if from copies of the arrays under ``policy``'s window, order and
+        ``force``, ``active`` processors, a wake under way, whether the snapshot
+        instant's pass is due, and the cap ``cap_w`` (None: the snapshot's)."""
+        arrays = dict(self.arrays)
+        for name in self.OWN:
+            arrays[name] = arrays[name].copy()
+        count, clock = arrays["count"], arrays["clock"]
+        count[fw.ACTIVE] = active
+        count[fw.WAKE_N] = 0 if wake is None else wake[1]
+        count[fw.DUE] = pass_due
+        clock[fw.WAKE_T] = INF if wake is None else wake[0]
+        kint = arrays["kint"]
+        kint[K_WINDOW] = policy.window
+        kint[K_FORCE] = FORCE_CODES[policy.force]
+        arrays["kflt"][F_CAP] = self.cap_w if cap_w is None else cap_w
+        return KnapsackRun(self, ORDER_CODES[policy.order], arrays)
+
+
+class KnapsackRun(LoopRun):
+    """A window-knapsack what-if as the arrays of the compiled loop
+    (:meth:`KnapsackTemplate.start`)."""
+
+    def __init__(self, template: KnapsackTemplate, code: int, arrays: dict) -> None:
+        super().__init__(arrays)
+        self.template = template
+        a = arrays
+        self._args = (code, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
+                      a["queue"], a["running"], a["heap_t"], a["heap_j"], a["started"],
+                      a["clock"], a["count"], a["seen"], BSLD_BOUND_S, a["juser"],
+                      a["gpred"], a["ring"], a["ring_n"], a["jstat"], a["ph_off"],
+                      a["ph_start"], a["ph_w"], a["run_w"], a["entry"], a["kint"],
+                      a["kflt"], a["learn"], a["alpha"])
+
+    def call(self) -> bool:
+        return self.template.kernels.knapsack_forward(*self._args)

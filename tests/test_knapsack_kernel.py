@@ -1,0 +1,89 @@
+"""The window knapsack's compiled what-ifs (:mod:`olsctl.policies.power.forward`, run from
+:class:`olsctl.policies.power.template.KnapsackTemplate`) give the trials of its Python
+pass, on snapshots a real capped run took: held jobs, users' histories, wakes and caps
+in every combination of the knapsack's settings that changes what its pass reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from conftest import whatif_trials
+from olsctl.config import build_config
+from olsctl.controller import batches
+from olsctl.controller.trials import Candidate
+from olsctl.runner import execute
+
+#: settings that change what the pass reads or does, each with another predictor
+VARIANTS = (
+    {"order": "wfp", "force": "reserve", "stat": "max", "headroom": "predicted",
+     "predictor": {"name": "history", "window": 10, "alpha": 1.0}},
+    {"order": "fcfs", "force": "now", "stat": "mean", "headroom": "measured",
+     "predictor": "oracle"},
+    {"order": "wfp", "force": "when-fits", "stat": "max", "headroom": "measured",
+     "predictor": "naive"},
+    {"order": "fcfs", "force": "reserve", "stat": "mean", "headroom": "predicted",
+     "predictor": {"name": "history", "window": 3, "alpha": 0.8}, "window": 4},
+)
+
+
+@pytest.fixture(scope="module")
+def capped_tasks(tmp_path_factory):
+    """The what-if tasks of a capped controller run on KTH-SP2 (configs/cap-ols.yaml's
+    policy and caps, 10% more load), every 150th tick's."""
+    tasks = []
+    real = batches.tick_template
+
+    def record(snap, policy, until_s, task):
+        if not tasks or tasks[-1] is not task:
+            tasks.append(task)
+        return real(snap, policy, until_s, task)
+
+    config = build_config({
+        "trace": "KTH-SP2", "load_scale": 1.1, "out": str(tmp_path_factory.mktemp("cap")),
+        "policy": dict(VARIANTS[0], name="knapsack", window=20),
+        "power": {"cap": {"fraction": 1.0}},
+        "controller": {"interval_s": 3600, "candidates": {
+            "active_procs": {"fraction": [1.0]},
+            "power_cap": {"fraction": [0.4, 0.5, 0.625, 0.75, 0.875, 1.0]}},
+            "sla": {"metric": "mean_bsld", "max": 200}, "cost": "power_cap"}})
+    batches.tick_template = record
+    try:
+        execute(config)
+    finally:
+        batches.tick_template = real
+    return tasks[::150]
+
+
+def test_the_compiled_knapsack_what_ifs_give_the_python_trials(capped_tasks, monkeypatch):
+    """For each recorded tick, each variant of the knapsack's settings and 6 candidates
+    (caps of 40%, 62.5% and 100% on all or three quarters of the processors, against a
+    setting in force of all processors at 87.5%, so some candidates wake processors),
+    the trials are equal field by field (energy and peak power too)."""
+    compared = cut = held = busy = 0
+    for task in capped_tasks:
+        snap = task.snapshot
+        total, peak = snap.total_procs, snap.power.peak_w * snap.total_procs
+        held += -float("inf") in snap.power.window_entry
+        busy += snap.n_waiting > 5
+        for variant in VARIANTS:
+            t = replace(task, policy=dict(variant, name="knapsack"),
+                        stop_above=("mean_bsld", 50.0), wake_latency_s=60.0,
+                        current=Candidate(total * 3 // 4, 0.875 * peak),
+                        cost=(("energy", 1.0),))
+            candidates = [Candidate(a, f * peak) for a in (total, total * 3 // 4)
+                          for f in (0.4, 0.625, 1.0)]
+            fast = whatif_trials(t, candidates, False, monkeypatch)
+            slow = whatif_trials(t, candidates, True, monkeypatch)
+            for c, (want, python_ran), (got, compiled_ran) in zip(candidates, slow, fast):
+                # (a candidate too narrow for a waiting job is scored without a what-if)
+                too_wide = bool((snap.procs[snap.n_running:] > c.active_procs).any())
+                assert compiled_ran == (not too_wide) and not python_ran
+                assert got == want
+                compared += 1
+                cut += len(got) > 1
+    assert compared == 24 * len(capped_tasks) and len(capped_tasks) >= 40
+    print("FIG", compared, cut, held, busy, len(capped_tasks))
+    assert cut > 50 and held >= 2 and busy > 10, (cut, held, busy)
