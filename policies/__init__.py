@@ -91,6 +91,7 @@ REGISTRY: dict[str, PolicyEntry] = {
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
         needs="power",
         compiled=CompiledPath("olsctl.policies.power.template"),
+        compiled_pass=True,
     ),
     "greedy-knapsack": PolicyEntry(
         factory=GreedyKnapsack,

@@ -163,7 +163,8 @@ def test_lock_cannot_be_had(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("raw, needs", [
     ({"policy": {"name": "easy"}}, False),
-    ({"policy": {"name": "knapsack"}, "power": {"cap": {"fraction": 0.6}}}, False),
+    ({"policy": {"name": "greedy-knapsack"}, "power": {"cap": {"fraction": 0.6}}}, False),
+    ({"policy": {"name": "knapsack"}, "power": {"cap": {"fraction": 0.6}}}, True),
     ({"policy": {"name": "mqbf"}}, True),
     ({"policy": {"name": "easy"}, "controller": {"interval_s": 600}}, True),
 ])

@@ -4,14 +4,17 @@ greedy knapsack by profit per predicted power increase.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
+from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCE, K_FORCED, K_PREDICTED,
+                                           K_TOTAL, K_WINDOW, N_KINT)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -60,137 +63,52 @@ class WindowKnapsack(_PowerPolicy):
             raise ValueError(f"force: must be one of {', '.join(FORCE)} (got {self.force!r})")
 
     def schedule(self, state: "SimState") -> None:
+        """One pass: :func:`olsctl.policies.power.kernels.knapsack_pass` (compiled) over
+        the running and waiting jobs, numbered here in that order."""
         self._check(state)
         if state.busy_procs >= state.active_procs or not state.queue:
             return  # nothing can start (a job enters the window at a pass that can)
-        p = state.power
-        if self.headroom == "predicted":
-            room = p.headroom_w(state, self._predictor, self.stat)
-        else:
-            room = p.headroom_w(state)
-        ordered = self._order(state, state.queue)
-        started: set[int] = set()
-        until = None  # reserve: the held job is waiting; others must end by ``until``
-        if self.force != "now":
-            held = _held(p.window_entry, ordered, self.window)
-            if held is not None:
-                rise = _increase(state, self._predictor, held, self.stat)
-                if (state.procs[held] > state.active_procs - state.busy_procs
-                        or rise > room):
-                    if self.force == "when-fits" or not state.running:
-                        force_if_idle(state, [held] + [j for j in ordered if j != held])
-                        return  # nothing else starts before the held job
-                    until = self._fits_at(state, held, rise, room)
-                else:
-                    state.start(held)
-                    started.add(held)
-                    room -= rise
-        while True:
-            free = state.active_procs - state.busy_procs
-            if free <= 0:
-                return
-            window = []
-            for j in ordered:
-                if j not in started:
-                    window.append(j)
-                    if len(window) == self.window:
-                        break
-            if not window:
-                return
-            entry = p.window_entry
-            for j in window:
-                if entry[j] != entry[j]:  # NaN: entering now
-                    entry[j] = state.now_s
-            if until is None:
-                chosen = self._knapsack(state, window, free, room)
+        p, queue, running = state.power, state.queue, state.running
+        nr = len(running)
+        jobs = [j for _, j in running] + queue
+        m = len(jobs)
+        pick = itemgetter(*jobs) if m > 1 else (lambda values: [values[jobs[0]]])
+        rows = np.empty((m, 2))
+        rows[:nr, 0] = [end for end, _ in running]
+        rows[:nr, 1] = np.arange(nr)
+        run_w = np.zeros(m)
+        gpred = np.zeros(m)
+        predict = self._predictor.predict
+        for i, j in enumerate(jobs):
+            if i < nr:
+                run_w[i] = p.job_power_now(state, j)
+                if self.headroom == "predicted":
+                    gpred[i] = predict(state, j, self.stat)
             else:
-                now, est = state.now_s, state.estimate_s
-                chosen = self._knapsack(state, [j for j in window if j != held
-                                                and now + est[j] <= until], free, room)
-            if not chosen:
-                if until is not None or (len(window) < self.window
-                                         and (state.running or state.started)):
-                    return
-                by_entry = [window[i] for i in sorted(range(len(window)),
-                                                       key=lambda i: (entry[window[i]], i))]
-                if len(window) == self.window and self.force != "now":
-                    entry[by_entry[0]] = -math.inf  # held: waits for room, then starts
-                elif len(window) == self.window and state.procs[by_entry[0]] <= free:
-                    state.start(by_entry[0])  # at most one forced start a pass
-                    p.forced_starts += 1
-                    return
-                force_if_idle(state, by_entry)
-                return
-            for j in chosen:
-                state.start(j)
-                started.add(j)
-                room -= _increase(state, self._predictor, j, self.stat)
-
-    def _fits_at(self, state: "SimState", held: int, rise: float, room: float) -> float:
-        """Expected time (by the running jobs' estimates) at which the held job would fit
-        the processors and the headroom, each running job leaving what the headroom
-        counted for it; the last expected end if it fits only on an idle machine."""
-        p, procs = state.power, state.procs
-        free = state.active_procs - state.busy_procs
-        for end, j in state.running:
-            w = p.job_power_now(state, j)
-            if self.headroom == "predicted":
-                w = max(w, self._predictor.predict(state, j, self.stat))
-            free += procs[j]
-            room += procs[j] * (w - p.idle_w)
-            if free >= procs[held] and room >= rise:
-                return end
-        return state.running[-1][0]
-
-    def _knapsack(self, state: "SimState", window: list[int], free: int,
-                  room: float) -> list[int]:
-        """Jobs of ``window`` with the most processors whose predicted increases sum to at
-        most ``room``; ties keep earlier jobs."""
-        items = [(j, state.procs[j], _increase(state, self._predictor, j, self.stat))
-                 for j in window if state.procs[j] <= free]
-        if not items or all(0 <= w > room for _, _, w in items):
-            return []  # every job alone is over the headroom: only the empty set fits
-        if (sum(n for _, n, _ in items) <= free
-                and sum(w for _, _, w in items) <= room):
-            return [j for j, _, _ in items]  # all of them fit: the most processors
-        best = np.full(free + 1, np.inf)
-        best[0] = 0.0
-        took = np.zeros((len(items), free + 1), dtype=bool)
-        for i, (_, n, w) in enumerate(items):
-            cand = best[:free + 1 - n] + w
-            better = cand < best[n:]
-            best[n:] = np.where(better, cand, best[n:])
-            took[i, n:] = better
-        fits = np.flatnonzero(best <= room)
-        size = int(fits.max()) if fits.size else 0
-        chosen = []
-        for i in range(len(items) - 1, -1, -1):
-            if size == 0:
-                break
-            if took[i, size]:
-                chosen.append(items[i][0])
-                size -= items[i][1]
-        return chosen[::-1]
+                gpred[i] = predict(state, j, self.stat)
+        kint = np.zeros(N_KINT, dtype=np.int64)
+        kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
+        kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
+        kflt = np.array((p.idle_w, p.sleep_w, p.cap_now(state)))
+        entry = np.array(pick(p.window_entry), dtype=float)
+        started = np.empty(m, dtype=np.int64)
+        ns, _ = compiled().knapsack_pass(
+            ORDER_CODES[self.order], state.now_s, state.active_procs, state.busy_procs,
+            np.arange(nr, m), m - nr, np.array(pick(state.procs), dtype=np.int64),
+            np.array(pick(state.estimate_s), dtype=float),
+            np.array(pick(state.submit_s), dtype=float), np.full(m, np.nan), rows, nr,
+            run_w, np.arange(m), gpred, entry, kint, kflt, started)
+        window_entry = p.window_entry
+        for i, j in enumerate(queue, nr):
+            window_entry[j] = float(entry[i])
+        for i in started[:ns].tolist():
+            state.start(jobs[i])
+        p.forced_starts += int(kint[K_FORCED])
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
                 "stat": self.stat, "headroom": self.headroom, "force": self.force,
                 "predictor": self.predictor}
-
-
-def _held(entry: list[float], ordered: list[int], window: int) -> int | None:
-    """The waiting job the knapsack holds the machine for (window entry ``-inf``), or
-    None. It is usually in the window (under FCFS it is the head), so look there first."""
-    for j in ordered[:window]:
-        if entry[j] == -math.inf:
-            return j
-    rest = ordered[window:]
-    if len(rest) > 1 and -math.inf not in itemgetter(*rest)(entry):
-        return None  # the usual case when nothing is held: one pass at C speed
-    for j in rest:
-        if entry[j] == -math.inf:
-            return j
-    return None
 
 
 @dataclass(frozen=True)
