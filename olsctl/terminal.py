@@ -26,6 +26,32 @@ def _pct(x: float | None) -> str:
     return "0.0%" if text == "-0.0%" else text  # a tiny negative rounds to zero, unsigned
 
 
+def csr_text(x: float | None) -> str:
+    """A success rate (share of intervals within a cap) as a percentage that reads 100%
+    only when every interval kept the cap: 0.9998 is ``99.98%``, 0.999996 ``>99.999%``."""
+    if x is None or x >= 1.0:
+        return _pct(x)
+    for digits in (1, 2, 3):
+        text = f"{100 * x:.{digits}f}%"
+        if not text.startswith("100"):
+            return text
+    return ">99.999%"
+
+
+#: the results.csv figures a narrow console's table of runs shows first (the others as
+#: the width allows)
+NARROW_FIRST = ("mean_bsld", "processor_savings", "energy_j", "sla_windows_kept_share", "csr",
+                "utilization", "mean_wait_s")
+#: what a table's CSR column means, for its caption
+CSR_NOTE = "CSR: share of the power sampling intervals within the cap (n over: how many went over)"
+
+
+def over_cap_text(over: int | None) -> str:
+    """`` (25 over)``: the sampling intervals over the cap, after a table's CSR cell
+    (nothing for none: its CSR reads 100%)."""
+    return f" ({over:,} over)" if over else ""
+
+
 def _plain(x: float | int) -> str:
     """A number as a setting is written: ``4``, ``0.45``, ``1`` for 1.0."""
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
@@ -101,8 +127,9 @@ def sla_rows(summary: dict) -> list[tuple[str, str]]:
     return [("SLA", what), ("SLA windows kept", count)]
 
 
-def run_summary_table(summary: dict) -> Table:
-    """The end-of-run table: load report, settings and whole-run metrics."""
+def run_summary_table(summary: dict, over_cap: int | None = None) -> Table:
+    """The end-of-run table: load report, settings and whole-run metrics; ``over_cap``,
+    when known, is the number of power sampling intervals over the cap."""
     m, load, cfg = summary["metrics"], summary["load"], summary["config"]
     table = Table(title=f"olsctl run: {summary['trace']}", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
@@ -128,7 +155,7 @@ def run_summary_table(summary: dict) -> Table:
     table.add_row("makespan", _days(m["makespan_s"]))
     controller = cfg.get("controller") or {}
     by_controller = "power_cap" in (controller.get("candidates") or {})
-    for label, value in power_rows(summary.get("power"), by_controller):
+    for label, value in power_rows(summary.get("power"), by_controller, over_cap):
         table.add_row(label, value)
     for label, value in budget_rows(summary.get("budget")):
         table.add_row(label, value)
@@ -160,9 +187,11 @@ def cap_text(power: dict, by_controller: bool = False) -> str:
     return text
 
 
-def power_rows(power: dict | None, by_controller: bool = False) -> list[tuple[str, str]]:
+def power_rows(power: dict | None, by_controller: bool = False,
+               over_cap: int | None = None) -> list[tuple[str, str]]:
     """Console rows of a run's power figures (none without a power section):
-    energy, power, the cap, the capping success rate and the forced starts."""
+    energy, power, the cap, the capping success rate (with ``over_cap``, the number of
+    sampling intervals over the cap) and the forced starts."""
     if not power:
         return []
     rows = [("energy", f"{power['energy_j'] / 3.6e9:,.2f} MWh"),
@@ -171,12 +200,17 @@ def power_rows(power: dict | None, by_controller: bool = False) -> list[tuple[st
             ("power cap", cap_text(power, by_controller))]
     if "mean_cap_w" in power:
         rows.append(("mean cap in force", f"{power['mean_cap_w'] / 1e3:,.1f} kW"))
-    rows += [("capping success rate", _pct(power["csr"]) if capped(power) else "- (no cap)"),
+    csr = "- (no cap)"
+    if capped(power):
+        over = "" if over_cap is None else \
+            f" ({over_cap:,} sampling interval{'' if over_cap == 1 else 's'} over the cap)"
+        csr = csr_text(power["csr"]) + over
+    rows += [("capping success rate", csr),
              ("forced starts", f"{power.get('forced_starts', 0):,}")]
     if power.get("limit") == "throttle":
         rows += [("power limit", f"throttle ({power['share']}): "
                                  f"{'held' if power['limit_held'] else 'NOT held'}"),
-                 ("scheduler's own CSR", _pct(power["scheduler_csr"])),
+                 ("scheduler's own CSR", csr_text(power["scheduler_csr"])),
                  ("time throttled", _pct(power["throttled_time_share"])),
                  ("jobs throttled", f"{power['jobs_throttled']:,}"),
                  ("work lost to throttling", f"{power['work_lost_proc_h']:,.1f} processor-h")]
@@ -190,7 +224,7 @@ def budget_rows(budget: dict | None) -> list[tuple[str, str]]:
     rows = [("power bound (jobs' budget)", f"{budget['bound_w'] / 1e3:,.1f} kW "
                                            f"({budget['jobs_budget_w'] / 1e3:,.1f} kW)"),
             ("peak power held by jobs", f"{budget['peak_job_power_w'] / 1e3:,.1f} kW"),
-            ("budget success rate", _pct(budget["csr"])),
+            ("budget success rate", csr_text(budget["csr"])),
             ("forced starts", f"{budget['forced_starts']:,}"),
             ("jobs resized", f"{budget['jobs_resized']:,} of {budget['moldable_jobs']:,} "
                              f"moldable"),

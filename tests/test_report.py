@@ -546,9 +546,9 @@ def test_study_weekly_plot_draws_each_runs_sla(study_dir):
     source = load_source(study_dir)
     fig = weekly_figure(source, plot_data(source).mpl)
     for ax in fig.axes[:2]:  # the slowdown panel of each log
-        dashed = sorted(line.get_ydata()[0] for line in ax.lines
-                        if line.get_linestyle() == "--")
-        assert dashed == [20, 200]
+        bounds = sorted(line.get_ydata()[0] for line in ax.lines
+                        if line.get_label().startswith("SLA: mean_bsld <= "))
+        assert bounds == [20, 200]
 
 
 def test_weekly_plot_names_windows_that_are_not_weeks(run_dir, tmp_path):

@@ -15,7 +15,7 @@ where the data supports them:
 - ``tradeoff``: per run, the share of SLA windows kept against processor savings (and
   energy, with power), for a study whose runs have summary.json ``sla``;
 - ``weekly``: mean bounded slowdown and utilization per calendar week (Fig. 2), with the
-  SLA's bound on the mean bounded slowdown dashed;
+  SLA bounds on the mean bounded slowdown dashed, each its own dashes, in the legend;
 - ``sla``: a run's mean and 95th-percentile bounded slowdown (or waits, for a wait SLA)
   per SLA window against the SLA, the windows that broke it marked, and the mean active
   processors per window, for a run whose summary.json has ``sla`` and its window rows;

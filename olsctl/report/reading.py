@@ -17,6 +17,7 @@ import numpy as np
 
 from olsctl.errors import OlsctlError
 from olsctl.run_files import json_text, write_atomic
+from olsctl.terminal import capped
 from olsctl.workload import log_name
 
 PREDICT_FILE = "predict.json"
@@ -239,6 +240,21 @@ def read_columns(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
                               if not _parses(row[k]))
             raise ReportError(f"{path}:{line}: {name}: not a number: {cell!r}") from None
     return out
+
+
+def intervals_over_cap(run_dir: Path, summary: dict) -> int | None:
+    """How many power sampling intervals of a run went over the cap: the rows of its
+    power.csv with ``within_cap`` 0 (none to read when its CSR is 1); None for a run
+    without a cap or without power.csv."""
+    power = summary.get("power")
+    if not isinstance(power, dict) or not _is_number(power.get("csr")) or not capped(power):
+        return None
+    if power["csr"] >= 1.0:
+        return 0
+    if not (run_dir / "power.csv").is_file():
+        return None
+    within = read_columns(run_dir / "power.csv", ("within_cap",))["within_cap"]
+    return int(np.count_nonzero(within == 0))
 
 
 def _parses(text: str) -> bool:

@@ -20,6 +20,9 @@ from olsctl.report.reading import (ReportError, RunEntry, _is_number, _section, 
 MAX_POINTS = 2000
 #: most steps of the processor lines (more would be a solid band: bin means instead)
 ACTIVITY_POINTS = 500
+#: most steps of the cap line (more would be a solid wall at a plot's width: the lowest
+#: and highest cap in force per chunk of samples instead)
+CAP_STEPS = 250
 DAY_S = 86400.0
 
 
@@ -114,24 +117,43 @@ def run_series(entry: RunEntry) -> RunSeries:
 
 
 def _power_series(path: Path, origin_s: float, summary: dict) -> dict:
-    p = read_columns(path, ("time", "mean_power_w", "peak_power_w", "cap_w"))
+    p = read_columns(path, ("time", "mean_power_w", "peak_power_w", "cap_w", "within_cap"))
     sample_s = _section(summary, "power").get("sample_s")
     if not _is_number(sample_s):
         sample_s = float(np.median(np.diff(p["time"]))) if p["time"].size > 1 else 0.0
     t = (np.append(p["time"], p["time"][-1] + sample_s) - origin_s) / DAY_S
     starts, mean_kw = reduce_chunks(p["mean_power_w"] / 1e3)
     _, peak_kw = reduce_chunks(p["peak_power_w"] / 1e3, how=np.maximum)
-    cap = p["cap_w"] / 1e3
-    cap_x, cap_y, _ = reduce_steps(t, np.append(cap, cap[-1]))
+    cap_x, cap_y, cap_high, cap_per = _cap_steps(t, p["cap_w"] / 1e3, sample_s)
     chunk_x = np.append(t[starts], t[-1])
-    acted = None
+    acted, acted_n = None, None
     if "limit_acted" in read_rows(path)[0]:  # a power limit: where it throttled jobs
-        _, acted = reduce_chunks(read_columns(path, ("limit_acted",))["limit_acted"],
-                                 how=np.maximum)
-    return {"x": chunk_x, "acted": acted, "mean_kw": np.append(mean_kw, mean_kw[-1]),
+        every = read_columns(path, ("limit_acted",))["limit_acted"]
+        _, acted = reduce_chunks(every, how=np.maximum)
+        acted_n = int(np.count_nonzero(every))
+    return {"x": chunk_x, "acted": acted, "acted_n": acted_n,
+            "mean_kw": np.append(mean_kw, mean_kw[-1]),
             "peak_kw": np.append(peak_kw, peak_kw[-1]), "cap_x": cap_x, "cap_kw": cap_y,
+            "cap_high_kw": cap_high, "cap_per": cap_per,
+            "over": int(np.count_nonzero(p["within_cap"] == 0)),
             "per": (f"{_duration(sample_s)} interval" if starts.size == p["time"].size
                     else _duration((starts[1] - starts[0]) * sample_s))}
+
+
+def _cap_steps(t: np.ndarray, cap_kw: np.ndarray, sample_s: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str | None]:
+    """The cap in force per sample (from ``t[k]`` to ``t[k + 1]``) as the points of a
+    step line: its changes when at most :data:`CAP_STEPS`, else the lowest cap in force
+    per chunk of samples (at most :data:`CAP_STEPS` chunks) with the highest as a third
+    array, and the chunk's length in words."""
+    if np.count_nonzero(cap_kw[1:] != cap_kw[:-1]) <= CAP_STEPS:
+        x, y = change_points(t, np.append(cap_kw, cap_kw[-1]))
+        return x, y, None, None
+    starts, low = reduce_chunks(cap_kw, CAP_STEPS, how=np.minimum)
+    _, high = reduce_chunks(cap_kw, CAP_STEPS, how=np.maximum)
+    x = np.append(t[starts], t[-1])
+    return x, np.append(low, low[-1]), np.append(high, high[-1]), \
+        _duration((starts[1] - starts[0]) * sample_s)
 
 
 def _duration(seconds: float) -> str:

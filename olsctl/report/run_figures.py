@@ -15,7 +15,7 @@ from olsctl.report.drawing import (_color, _figure, _kept_share, _log_axis, _nam
                                    _sla_words)
 from olsctl.report.reading import RunEntry, Source, _is_number, _section, log_name
 from olsctl.report.reductions import RunSeries, _duration
-from olsctl.terminal import _f, _pct
+from olsctl.terminal import _f, _pct, csr_text
 
 
 def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
@@ -27,8 +27,10 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     lengths = {float(r.summary["sla"]["window_s"]) for r in source.runs
                if isinstance(r.summary.get("sla"), dict)}
     in_weeks = lengths <= {WEEK_S}  # the rows are weeks (or a summary from before)
+    bounds = sorted({_sla(r.summary) for r in source.runs} - {None})
+    styles = {bound: _sla_style(i) for i, bound in enumerate(bounds)}
     for col, log in enumerate(logs):
-        _weekly_column(axes[0][col], axes[1][col], source, log, in_weeks, mpl)
+        _weekly_column(axes[0][col], axes[1][col], source, log, in_weeks, mpl, styles)
     # one legend for all columns, below them, so no curve is hidden under it
     handles: dict[str, Any] = {}
     for ax in axes[0]:
@@ -41,10 +43,21 @@ def weekly_figure(source: Source, mpl: SimpleNamespace) -> Any:
     return fig
 
 
+#: dash patterns and greys of the SLA lines of the weekly plot (15 distinct pairs)
+SLA_DASHES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (10, 3)))
+SLA_GREYS = ("0.1", "0.45", "0.65")
+
+
+def _sla_style(i: int) -> dict:
+    """The line style of the ``i``-th SLA bound of a weekly plot."""
+    return {"linestyle": SLA_DASHES[i % len(SLA_DASHES)], "color": SLA_GREYS[i % len(SLA_GREYS)]}
+
+
 def _weekly_column(top: Any, bottom: Any, source: Source, log: str, in_weeks: bool,
-                   mpl: SimpleNamespace) -> None:
+                   mpl: SimpleNamespace, styles: dict[float, dict]) -> None:
     """One log's column of :func:`weekly_figure`: its runs' mean bounded slowdown per
-    week (or SLA window) above, their utilization below."""
+    week (or SLA window) above, each SLA bound in its ``styles``, their utilization
+    below."""
     unit = "week" if in_weeks else "SLA window"
     runs = [r for r in source.runs if r.log == log]
     dated = all(w.get("week_start") for r in runs for w in r.summary["weekly"])
@@ -58,8 +71,7 @@ def _weekly_column(top: Any, bottom: Any, source: Source, log: str, in_weeks: bo
             ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.0, label=label,
                     color=_color(source, run.variant))
     for sla in sorted({_sla(r.summary) for r in runs} - {None}):
-        top.axhline(sla, color="0.3", linestyle="--", linewidth=1.0,
-                    label=f"SLA (mean bsld {sla:g})")
+        top.axhline(sla, linewidth=1.2, label=f"SLA: mean_bsld <= {sla:g}", **styles[sla])
     top.set_yscale("log")
     _log_axis(top.yaxis, mpl, np.asarray([w["mean_bsld"] for r in runs
                                           for w in r.summary["weekly"]
@@ -261,10 +273,7 @@ def power_figure(source: Source, s: RunSeries, mpl: SimpleNamespace) -> Any:
             label=f"mean power (mean per {per})")
     finite = np.isfinite(p["cap_kw"])
     if finite.any():
-        caps = np.unique(p["cap_kw"][finite])
-        label = f"cap ({caps[0]:,.1f} kW)" if caps.size == 1 else "cap in force"
-        ax.plot(p["cap_x"], np.where(finite, p["cap_kw"], np.nan), drawstyle="steps-post",
-                color="C3", linestyle="--", linewidth=1.4, label=label)
+        _cap_line(ax, p, finite)
     if p.get("acted") is not None and p["acted"].any():  # the limit's throttled intervals
         ax.fill_between(p["x"][:-1], 0, 1, where=p["acted"] > 0, step="post", color="C3",
                         alpha=0.12, linewidth=0, transform=ax.get_xaxis_transform(),
@@ -280,17 +289,40 @@ def power_figure(source: Source, s: RunSeries, mpl: SimpleNamespace) -> Any:
     ax.set_ylabel("machine power (kW)")
     csr = power.get("csr")
     what = s.entry.log + ("" if source.kind == "run" else f", {s.entry.variant}")
-    cap = f"capping success rate {100 * csr:.1f}%" if _is_number(csr) and finite.any() \
-        else "no cap"
+    cap = "no cap"
+    if _is_number(csr) and finite.any():
+        n = p["over"]
+        cap = (f"capping success rate {csr_text(csr)}, {n:,} sampling "
+               f"interval{'' if n == 1 else 's'} over the cap")
     title = f"{what}: machine power against the cap ({cap})"
     if power.get("limit") == "throttle" and _is_number(power.get("scheduler_csr")):
+        n = p.get("acted_n")
+        acted = "" if n is None else f" ({n:,} sampling interval{'' if n == 1 else 's'} " \
+                                     f"throttled)"
         title += (f"\nthe power limit held it: scheduler's own CSR "
-                  f"{100 * power['scheduler_csr']:.1f}%, jobs throttled "
+                  f"{csr_text(power['scheduler_csr'])}{acted}, jobs throttled "
                   f"{100 * power['throttled_time_share']:.1f}% of the time, "
                   f"{power['work_lost_proc_h']:,.0f} processor-h lost")
     ax.set_title(title)
     ax.legend(loc="upper left", ncols=4)
     return fig
+
+
+def _cap_line(ax: Any, p: dict, finite: np.ndarray) -> None:
+    """The cap in force as a step line: its changes, or (``cap_high_kw``) the lowest cap
+    per chunk of samples with the range up to the highest shaded."""
+    caps = np.unique(p["cap_kw"][finite])
+    low = np.where(finite, p["cap_kw"], np.nan)
+    if p.get("cap_high_kw") is None:
+        label = f"cap ({caps[0]:,.1f} kW)" if caps.size == 1 else "cap in force"
+        ax.plot(p["cap_x"], low, drawstyle="steps-post", color="C3", linestyle="--",
+                linewidth=1.4, label=label)
+        return
+    high = np.where(np.isfinite(p["cap_high_kw"]), p["cap_high_kw"], np.nan)
+    ax.fill_between(p["cap_x"], low, high, step="post", color="C3", alpha=0.15, linewidth=0,
+                    label=f"cap in force: range per {p['cap_per']}")
+    ax.plot(p["cap_x"], low, drawstyle="steps-post", color="C3", linewidth=1.0,
+            label=f"cap in force: lowest per {p['cap_per']}")
 
 
 def predict_figure(report: dict, mpl: SimpleNamespace) -> Any:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.table import Table
 
-from olsctl.report.reading import ReportError, Source, _is_number, log_name
-from olsctl.terminal import _f, _pct, run_summary_table
+from olsctl.fitted_table import Column, FittedTable
+from olsctl.report.reading import (ReportError, RunEntry, Source, _is_number, intervals_over_cap,
+                                   log_name)
+from olsctl.terminal import (CSR_NOTE, NARROW_FIRST, _f, _pct, csr_text, over_cap_text,
+                             run_summary_table)
 
 #: study table: results.csv column, heading, scale, digits (None: a percentage)
 STUDY_FIGURES = (("mean_bsld", "mean bsld", 1.0, 2), ("mean_wait_s", "wait h", 1 / 3600, 2),
@@ -19,15 +21,17 @@ STUDY_FIGURES = (("mean_bsld", "mean bsld", 1.0, 2), ("mean_wait_s", "wait h", 1
                  ("sla_windows_kept_share", "SLA kept", 1.0, None))
 
 
-def report_tables(source: Source) -> list[Table]:
+def report_tables(source: Source) -> list[Table | FittedTable]:
     """The tables ``olsctl report`` prints for ``source``."""
     tables = []
     if source.kind == "study":
         tables.append(study_table(source))
     elif source.kind == "run":
-        summary = source.runs[0].summary
+        run = source.runs[0]
+        summary = run.summary
+        over = intervals_over_cap(run.path, summary)
         try:
-            tables.append(run_summary_table(summary))
+            tables.append(run_summary_table(summary, over))
             extra = run_extra_table(summary)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ReportError(f"{source.path / 'summary.json'}: not an olsctl summary "
@@ -39,34 +43,35 @@ def report_tables(source: Source) -> list[Table]:
     return tables
 
 
-def study_table(source: Source) -> Table:
-    """Per log and scheme: the main whole-run figures of results.csv."""
+def study_table(source: Source) -> FittedTable:
+    """Per log and scheme: the main whole-run figures of results.csv (the log, the grid
+    labels and the CSR's intervals over the cap always shown whole)."""
     others = [c for c in source.grid if c != "trace"]
     shown = [f for f in STUDY_FIGURES if f[0] in source.metric_columns]
     caption = f"{len(source.runs)} runs from {source.path / 'results.csv'}"
     if source.failed:
         caption += f"; {source.failed} failed (failed.csv)"
-    table = Table(title=f"olsctl report: {source.path}", title_justify="left",
-                  caption=caption, caption_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
-    table.add_column("log", no_wrap=True)
-    for col in others:
-        table.add_column(col, overflow="fold")
-    for _key, head, _scale, _digits in shown:
-        table.add_column(head, justify="right", no_wrap=True)
+    columns = (Column("log", key=True), *(Column(col, key=True) for col in others),
+               *(Column(head, justify="right", rank=NARROW_FIRST.index(key),
+                        note=CSR_NOTE if key == "csr" else "")
+                 for key, head, _s, _d in shown))
+    table = FittedTable(f"olsctl report: {source.path}", caption, columns, grouped=1)
     for i, log in enumerate(source.logs):
         group = [r for r in source.runs if r.log == log]
         for k, run in enumerate(group):
-            cells = [_study_cell(run.results.get(key), scale, digits)
-                     for key, _head, scale, digits in shown]
-            table.add_row(log if k == 0 else "", *run.labels, *cells,
+            cells = [_study_cell(run, key, scale, digits) for key, _head, scale, digits in shown]
+            table.add_row(log, *run.labels, *cells,
                           end_section=k == len(group) - 1 and i < len(source.logs) - 1)
     return table
 
 
-def _study_cell(value: float | None, scale: float, digits: int | None) -> str:
+def _study_cell(run: RunEntry, key: str, scale: float, digits: int | None) -> str:
+    """A figure of ``run``'s results.csv row; the CSR with its intervals over the cap."""
+    value = run.results.get(key)
     if value is None:
         return "-"
+    if key == "csr":
+        return csr_text(value) + over_cap_text(intervals_over_cap(run.path, run.summary))
     return _pct(value) if digits is None else f"{value * scale:,.{digits}f}"
 
 
@@ -96,24 +101,22 @@ def _num(x: Any) -> float:
     return float(x) if _is_number(x) else float("nan")
 
 
-def predict_table(report: dict) -> Table:
+def predict_table(report: dict) -> FittedTable:
     """Mean absolute error of each predictor per week (W per processor)."""
     names = list(report["overall_mae_w"])
     shares = all(_is_number(w.get("learned_share")) for w in report["weekly"])
-    table = Table(title=f"job power predictors on {log_name(str(report.get('trace', '?')))}: "
-                        f"mean absolute error (W per processor) by week", title_justify="left",
-                  caption="learned: share of the week's jobs the learner predicts from a "
-                          "learned profile" if shares else None, caption_justify="left")
-    table.add_column("week", justify="right")
-    table.add_column("jobs", justify="right")
-    if shares:
-        table.add_column("learned", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
-    for row in report["weekly"]:
+    columns = (Column("week", key=True, justify="right"), Column("jobs", justify="right"),
+               *([Column("learned", justify="right")] if shares else []),
+               *(Column(name, justify="right") for name in names))
+    table = FittedTable(f"job power predictors on {log_name(str(report.get('trace', '?')))}: "
+                        f"mean absolute error (W per processor) by week",
+                        "learned: share of the week's jobs the learner predicts from a "
+                        "learned profile" if shares else "", columns)
+    weeks = report["weekly"]
+    for i, row in enumerate(weeks):
         learned = [_pct(row["learned_share"])] if shares else []
         table.add_row(str(int(row["week"])), f"{int(row['jobs']):,}", *learned,
-                      *(f"{row[n]:.1f}" for n in names))
+                      *(f"{row[n]:.1f}" for n in names), end_section=i == len(weeks) - 1)
     table.add_row("all", "", *([""] if shares else []),
-                  *(_f(report["overall_mae_w"][n], 1) for n in names), style="bold")
+                  *(_f(report["overall_mae_w"][n], 1) for n in names))
     return table

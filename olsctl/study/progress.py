@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from olsctl.fitted_table import Column, FittedTable
 from olsctl.study.grid import CONTROLLER_METRICS, POWER_METRICS, Study
 from olsctl.study.storage import Outcome, metric_values
+from olsctl.terminal import CSR_NOTE, NARROW_FIRST, csr_text, over_cap_text
 
 
 class StudyProgress:
@@ -99,40 +101,44 @@ def study_progress(console) -> StudyProgress:
 
 
 def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
-                ids: bool = False):
+                ids: bool = False) -> FittedTable:
     """Every grid point in grid order with its status and main metrics (numbered as the
-    rows of results.csv), or with ``ids`` its run id instead (a rich Table)."""
-    from rich import box
-    from rich.table import Table
-
-    caption = f"runs in {study.out_dir / 'runs'}"
-    if not ids:
-        caption += ", ids in results.csv; SLA %: share of the SLA windows kept"
-    table = Table(title=f"olsctl study: {study.source}", title_justify="left",
-                  caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    if not ids:
-        table.add_column("#", justify="right", no_wrap=True)
-    for i, col in enumerate(study.columns):
-        widest = max(len(p.labels[i]) for p in study.points)
-        table.add_column(col, overflow="fold", min_width=min(max(widest, 1), 10))
+    rows of results.csv), or with ``ids`` its run id instead; the number, grid labels, id
+    and status always shown whole, as many metrics as fit the width."""
+    caption = f"runs in {study.out_dir / 'runs'}" + ("" if ids else ", ids in results.csv")
     shown = [] if ids else _shown_metrics(study)
-    if ids:
-        table.add_column("id", no_wrap=True)
-    for _key, (head, _scale), _digits in shown:
-        table.add_column(head, justify="right", no_wrap=True)
-    table.add_column("status", no_wrap=True)
+    notes = {"csr": CSR_NOTE, "sla_windows_kept_share": "SLA %: share of the SLA windows kept"}
+    columns = ([] if ids else [Column("#", key=True, justify="right")]) \
+        + [Column(col, key=True) for col in study.columns] \
+        + ([Column("id", key=True)] if ids else []) \
+        + [Column(head, justify="right", rank=NARROW_FIRST.index(key), note=notes.get(key, ""))
+           for key, (head, _scale), _digits in shown] \
+        + [Column("status", key=True)]
+    table = FittedTable(f"olsctl study: {study.source}", caption, tuple(columns))
     for p in study.points:
         status = "done" if p.run_id in done else "failed" if p.run_id in failed else "missing"
         if ids:
             cells = [p.run_id]
         elif p.run_id in done:
             values = metric_values(done[p.run_id], tuple(k for k, _h, _d in shown))
-            cells = [_fmt(v, scale, d) for v, (_k, (_h, scale), d) in zip(values, shown)]
+            cells = [_csr_cell(study, p.run_id, done[p.run_id], v) if k == "csr"
+                     else _fmt(v, scale, d) for v, (k, (_h, scale), d) in zip(values, shown)]
         else:
             cells = ["-"] * len(shown)
         number = [] if ids else [str(p.index + 1)]
         table.add_row(*number, *(text or "-" for text in p.labels), *cells, status)
     return table
+
+
+def _csr_cell(study: Study, run_id: str, summary: dict, csr: float | None) -> str:
+    """A run's CSR (never 100% unless every sampling interval kept the cap) and how many
+    intervals went over the cap."""
+    from olsctl.report.reading import intervals_over_cap
+
+    if csr is None:
+        return "-"
+    return csr_text(csr) + over_cap_text(intervals_over_cap(study.out_dir / "runs" / run_id,
+                                                            summary))
 
 
 def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int]]:
