@@ -25,7 +25,7 @@ from olsctl.runner import execute, needs_kernels
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
 from olsctl.study.storage import (Outcome, StudyError, _locked, _new_dir, _store, finished_runs,
-                                  known_infeasible, write_tables)
+                                  known_infeasible, write_tables, writing_into)
 
 
 # --- one run in a worker ---------------------------------------------------------------
@@ -86,11 +86,13 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
     client = _connect(study) if study.backend == "dask" else None  # before any write
     result = StudyResult()
     try:
-        with _locked(study.out_dir):
+        where = f"{study.source}: out"
+        with _locked(study.out_dir, where):
             scratch = study.out_dir / ".partial"
-            shutil.rmtree(scratch, ignore_errors=True)
-            scratch.mkdir()
-            (study.out_dir / "runs").mkdir(exist_ok=True)
+            with writing_into(study.out_dir, where):
+                shutil.rmtree(scratch, ignore_errors=True)
+                scratch.mkdir()
+                (study.out_dir / "runs").mkdir(exist_ok=True)
             result.done = finished_runs(study)
             if keep_infeasible:
                 result.infeasible = {k: v for k, v in known_infeasible(study).items()
@@ -98,7 +100,8 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
             kept = result.infeasible if keep_infeasible else None  # infeasible.csv's rows
             todo = [p for p in study.points
                     if p.run_id not in result.done and p.run_id not in result.infeasible]
-            write_tables(study, result.done, result.failed, kept)
+            with writing_into(study.out_dir, where):
+                write_tables(study, result.done, result.failed, kept)
             compiling = sorted({p.config.policy["name"] for p in todo
                                 if needs_kernels(p.config)})
             if client is None and study.n_jobs != 1 and compiling:

@@ -1,0 +1,89 @@
+"""Edges of the command line a new user meets: output folders that cannot be written,
+duplicate keys in a YAML file, a controller backend that one worker leaves unused, and
+the wording of counts, hints and help.
+
+Every run replays the tiny log of :func:`conftest.write_burst_trace` (36 jobs, a fraction
+of a second).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import write_burst_trace
+
+from olsctl.cli import main
+
+NREL_CSV = ("submit,start,end,nodes,runtime_s,wait_time,avg_power_per_node\n"
+            "2024-08-30 10:00:10,2024-08-30 10:01:00,2024-08-30 10:11:00,2,600,50,400.5\n")
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch) -> Path:
+    """The working directory, holding ``tiny.swf``, a study file ``study.yaml`` and a
+    tune file ``tune.yaml`` of one run each, and an NREL log ``gt.csv``."""
+    monkeypatch.chdir(tmp_path)
+    write_burst_trace(tmp_path / "tiny.swf")
+    grid = "base: {trace: tiny.swf, policy: {name: easy}}\ngrid: {estimates: [exact]}\n"
+    (tmp_path / "study.yaml").write_text(grid)
+    (tmp_path / "tune.yaml").write_text(grid + "sla: {metric: mean_bsld, max: 1000}\n")
+    (tmp_path / "gt.csv").write_text(NREL_CSV)
+    return tmp_path
+
+
+def one_line(capsys) -> str:
+    """The one line of stderr (no traceback)."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+# --- output folders that cannot be written ----------------------------------------------
+
+def blocked_folder(tmp_path: Path, how: str) -> Path:
+    """A folder olsctl cannot write into: one to be made under a regular file, or an
+    existing read-only one (the test is skipped where chmod does not stop this user)."""
+    if how == "under a file":
+        (tmp_path / "afile").write_text("not a folder\n")
+        return tmp_path / "afile" / "out"
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):
+        pytest.skip("this user writes into a read-only folder (root)")
+    return folder
+
+
+def command(name: str, tiny: Path, out: Path) -> list[str]:
+    """The arguments of command ``name`` writing into the folder ``out``."""
+    if name == "run":
+        return ["run", "--trace", "tiny.swf", "--out", str(out), "--quiet"]
+    if name in ("study", "tune"):
+        return [name, f"{name}.yaml", "--out", str(out), "--quiet"]
+    if name == "report":
+        pytest.importorskip("matplotlib")  # without it, report draws and writes nothing
+        assert main(["run", "--trace", "tiny.swf", "--out", "done", "--quiet"]) == 0
+        return ["report", "done", "--out", str(out)]
+    return ["convert", "nrel", "gt.csv", "--swf", str(out / "n.swf"), "--power", "n.csv"]
+
+
+@pytest.mark.parametrize("how", ["under a file", "read-only"])
+@pytest.mark.parametrize("name", ["run", "study", "tune", "report", "convert"])
+def test_an_output_folder_that_cannot_be_written_is_one_line(tiny, capsys, name, how):
+    out = blocked_folder(tiny, how)
+    assert main(command(name, tiny, out)) == 2
+    err = one_line(capsys)
+    assert err.startswith("ConfigError: ") and str(out) in err, err
+    assert not (tiny / "n.csv").exists()  # convert writes both files or neither
+
+
+def test_a_tune_winner_that_cannot_be_written_is_one_line(tiny, capsys):
+    (tiny / "afile").write_text("not a folder\n")
+    with open(tiny / "tune.yaml", "a") as fh:
+        fh.write("write: afile/tuned.yaml\n")
+    assert main(["tune", "tune.yaml", "--out", "t", "--quiet"]) == 2
+    assert one_line(capsys) == ("ConfigError: tune.yaml: write: cannot write afile/tuned.yaml: "
+                                "afile is a file")
+
