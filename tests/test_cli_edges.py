@@ -87,3 +87,38 @@ def test_a_tune_winner_that_cannot_be_written_is_one_line(tiny, capsys):
     assert one_line(capsys) == ("ConfigError: tune.yaml: write: cannot write afile/tuned.yaml: "
                                 "afile is a file")
 
+
+# --- duplicate keys in YAML files -------------------------------------------------------
+
+@pytest.mark.parametrize("text,line,key,first", [
+    ("trace: tiny.swf\ncontroller:\n  interval_s: 600\n  sla: {max: 20}\n  interval_s: 3600\n",
+     5, "controller.interval_s", 3),
+    ("trace: tiny.swf\nestimates: user\nestimates: exact\n", 3, "estimates", 2),
+    ("trace: tiny.swf\npolicy: {name: easy, order: fcfs, order: sjf}\n", 2, "policy.order", 2),
+])
+def test_a_duplicate_key_in_a_run_config_is_refused(tiny, capsys, text, line, key, first):
+    (tiny / "dup.yaml").write_text(text)
+    assert main(["run", "dup.yaml", "--quiet"]) == 2
+    assert one_line(capsys) == (f"ConfigError: dup.yaml:{line}: {key}: duplicate key (first "
+                                f"on line {first}; YAML would keep only the last)")
+    assert not (tiny / "olsctl-out").exists()
+
+
+def test_a_duplicate_label_in_a_study_grid_is_refused(tiny, capsys):
+    (tiny / "dup.yaml").write_text("base: {trace: tiny.swf}\ngrid:\n  scheme:\n"
+                                   "    A: {controller: null}\n"
+                                   "    A: {controller: {interval_s: 600}}\n")
+    assert main(["study", "dup.yaml", "--list"]) == 2
+    assert one_line(capsys) == ("ConfigError: dup.yaml:5: grid.scheme.A: duplicate key (first "
+                                "on line 4; YAML would keep only the last)")
+
+
+def test_a_key_repeated_through_an_alias_or_in_other_mappings_is_no_duplicate(tiny, capsys):
+    (tiny / "ok.yaml").write_text("trace: tiny.swf\nout: o\npolicy: &p {name: easy}\n"
+                                  "sla: {max: 20, window_s: 604800}\n"
+                                  "controller: {interval_s: 600, sla: {max: 20}}\n")
+    assert main(["run", "ok.yaml", "--quiet"]) == 0
+    (tiny / "loop.yaml").write_text("trace: &t [*t]\n")  # a list that holds itself
+    assert main(["run", "loop.yaml", "--quiet"]) == 2
+    assert "trace: must be" in one_line(capsys)
+
