@@ -60,13 +60,19 @@ class BackendDown(Exception):
         self.error = error
 
 
-def check(where: str, backend: Any, cluster: Any) -> None:
+def check(where: str, backend: Any, cluster: Any, n_jobs: int) -> None:
     """Check ``backend`` and ``cluster`` of a ``controller`` section (``where`` is
-    ``file: controller``); raise :class:`ConfigError` naming the key. A cluster backend's
-    package must be installed; ``cluster`` is only for ``dask`` and ``ray``."""
+    ``file: controller``); raise :class:`ConfigError` naming the key. A backend other
+    than the default needs ``n_jobs`` other than 1 (with one worker every what-if runs in
+    this process, so a named backend would go unused); a cluster backend's package must
+    be installed; ``cluster`` is only for ``dask`` and ``ray``."""
     if backend not in BACKENDS:
         raise ConfigError(f"{where}.backend: unknown joblib backend {backend!r} "
                           f"(known: {', '.join(BACKENDS)})")
+    if n_jobs == 1 and backend != BACKENDS[0]:
+        raise ConfigError(f"{where}.backend: {backend} is not used with n_jobs 1 (every "
+                          f"what-if runs in this process): set controller.n_jobs to 2 or "
+                          f"more (or -1), or leave backend out")
     if backend not in CLUSTER_BACKENDS:
         if cluster is not None:
             raise ConfigError(f"{where}.cluster: only used with backend dask or ray "

@@ -122,3 +122,20 @@ def test_a_key_repeated_through_an_alias_or_in_other_mappings_is_no_duplicate(ti
     assert main(["run", "loop.yaml", "--quiet"]) == 2
     assert "trace: must be" in one_line(capsys)
 
+
+# --- a controller backend that one worker leaves unused --------------------------------
+
+@pytest.mark.parametrize("installed", [True, False])
+@pytest.mark.parametrize("backend", ["loky", "dask"])
+def test_a_backend_with_one_worker_is_refused(tiny, capsys, monkeypatch, backend, installed):
+    if not installed:
+        monkeypatch.setitem(__import__("sys").modules, "distributed", None)
+    args = ["run", "--trace", "tiny.swf", "--quiet", "--set", "controller.interval_s=600",
+            "--set", f"controller.backend={backend}"]
+    assert main(args) == 2
+    assert one_line(capsys) == (f"ConfigError: command line: controller.backend: {backend} is "
+                                f"not used with n_jobs 1 (every what-if runs in this process): "
+                                f"set controller.n_jobs to 2 or more (or -1), or leave backend "
+                                f"out")
+    if backend == "loky" and installed:  # with two workers it runs
+        assert main(args + ["--set", "controller.n_jobs=2"]) == 0

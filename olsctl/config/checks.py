@@ -130,7 +130,7 @@ def _check_controller(src: str, spec: dict) -> dict:
         raise ConfigError(f"{where}.max_step: must be >= 1 (got {out['max_step']})")
     if out["n_jobs"] == 0 or out["n_jobs"] < -1:
         raise ConfigError(f"{where}.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
-    backends.check(where, out["backend"], out["cluster"])
+    backends.check(where, out["backend"], out["cluster"], out["n_jobs"])
     if out["parallel_min_waiting"] < 0:
         raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
                           f"(got {out['parallel_min_waiting']})")
