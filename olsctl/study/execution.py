@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from olsctl.config import RunConfig
 from olsctl.errors import Infeasible, OlsctlError
@@ -83,7 +83,7 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
     start is no failure: it is stored in ``infeasible.csv`` with why, and not run again
     while it is there."""
     t0 = time.perf_counter()
-    client = _connect(study) if study.backend == "dask" else None  # before any write
+    client = _connect(study, progress.say) if study.backend == "dask" else None  # before writing
     result = StudyResult()
     try:
         where = f"{study.source}: out"
@@ -133,10 +133,16 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
     return result
 
 
-def _connect(study: Study):
+def _connect(study: Study, say: Callable[[str], None]):
+    """A client of the study's Dask scheduler, said first (it may take a while); a
+    refused connection fails at once (:func:`olsctl.backends.reach_dask`)."""
     from dask.distributed import Client
 
+    from olsctl.backends import reach_dask
+
+    say(f"connecting to the dask scheduler at {study.scheduler}")
     try:
+        reach_dask(study.scheduler)
         return Client(study.scheduler)
     except Exception as exc:  # unreachable, refused, a bad address: all the same to the user
         raise StudyError(f"{study.source}: scheduler: cannot connect to {study.scheduler}: "
