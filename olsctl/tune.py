@@ -156,6 +156,8 @@ class TuneResult:
     winner: Ranked | None
     written: Path | None
     wall_s: float
+    #: settings whose runs were finished before this tune (in its directory)
+    reused: int = 0
 
 
 def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneResult:
@@ -172,7 +174,8 @@ def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneR
             raise cannot_write(f"{tune.study.source}: write", tune.write, exc,
                                folder=False) from None
         written = tune.write
-    return TuneResult(ranked, result.failed, result.infeasible, winner, written, result.wall_s)
+    return TuneResult(ranked, result.failed, result.infeasible, winner, written, result.wall_s,
+                      result.reused)
 
 
 def tune_tables(tune: Tune, result: TuneResult, runners_up: int = 5):

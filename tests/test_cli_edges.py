@@ -139,3 +139,91 @@ def test_a_backend_with_one_worker_is_refused(tiny, capsys, monkeypatch, backend
                                 f"out")
     if backend == "loky" and installed:  # with two workers it runs
         assert main(args + ["--set", "controller.n_jobs=2"]) == 0
+
+
+# --- counts, hints and help ---------------------------------------------------------------
+
+def test_counts_of_one_are_singular(tiny, capsys):
+    assert main(["convert", "nrel", "gt.csv", "--swf", "n.swf", "--power", "n.csv"]) == 0
+    assert capsys.readouterr().out.strip() == ("wrote n.swf (1 job, 2 processors) and n.csv "
+                                               "(1 measured power)")
+    assert main(["study", "study.yaml", "--list"]) == 0
+    assert capsys.readouterr().out.strip().endswith("\n1 run, 0 finished in study")
+    assert main(["study", "study.yaml"]) == 0
+    assert "study study.yaml: 1 run, 0 already finished" in capsys.readouterr().err
+
+
+def test_a_tune_rerun_says_its_settings_came_from_the_earlier_run(tiny, capsys):
+    assert main(["tune", "tune.yaml"]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "(1 setting run; 0 infeasible; in " in first, first
+    assert main(["tune", "tune.yaml"]) == 0
+    again = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "(1 setting: 0 run now, 1 taken from the earlier run; 0 infeasible; in " in again
+
+
+@pytest.mark.parametrize("setting,expected", [
+    ("estimates=", "estimates: is empty (must be one of exact, user)"),
+    ("controller.interval_s=", "controller.interval_s: is empty (must be a number)"),
+    ("estimates=3", "estimates: must be one of exact, user (got 3)"),
+    ("policy.order=3", "policy.order: must be one of fcfs, saf, sjf, wfp (got 3)"),
+    ("power.limit=yes", "power.limit: must be one of none, throttle (got True)"),
+])
+def test_an_empty_or_mistyped_setting_says_what_it_may_be(tiny, capsys, setting, expected):
+    assert main(["run", "--trace", "tiny.swf", "--quiet", "--set", setting]) == 2
+    assert one_line(capsys) == f"ConfigError: command line: {expected}"
+
+
+def test_an_unknown_option_shows_the_usage_of_its_command(capsys):
+    with pytest.raises(SystemExit) as end:
+        main(["run", "--bogus"])
+    assert end.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: olsctl run ") and \
+        err.strip().endswith("olsctl run: error: unrecognized arguments: --bogus"), err
+    with pytest.raises(SystemExit):
+        main(["trace", "info", "KTH-SP2", "--bogus"])
+    assert capsys.readouterr().err.startswith("usage: olsctl trace info ")
+
+
+def help_of(capsys, args: list[str]) -> str:
+    with pytest.raises(SystemExit) as end:
+        main([*args, "--help"])
+    assert end.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_says_trace_info_reads_sacct_dumps_and_what_bench_estimates_are(
+        tiny, capsys, repo_root):
+    assert "Slurm sacct dump" in help_of(capsys, ["trace", "info"])
+    assert main(["trace", "info", str(repo_root / "tests/data/slurm/sample.sacct"),
+                 "--json"]) == 0  # as the help says
+    capsys.readouterr()
+    text = help_of(capsys, ["bench"])
+    assert "--estimates {exact,user} runtime estimates the policies see" in text
+
+
+def test_study_shows_savings_and_csr_as_percentages_as_report_does(tiny, capsys):
+    (tiny / "power.yaml").write_text(
+        "base: {trace: tiny.swf, power: {cap: {fraction: 0.6}},\n"
+        "       controller: {interval_s: 3600, sla: {max: 20}}}\n"
+        "grid: {estimates: [exact]}\n")
+    assert main(["study", "power.yaml", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["study", "power.yaml"]) == 0  # nothing left to run: the table
+    study_row = capsys.readouterr().out.splitlines()
+    assert main(["report", "power", "--out", "plots"]) == 0
+    report_row = capsys.readouterr().out.splitlines()
+    row = next(line for line in report_row if line.lstrip().startswith("tiny"))
+    savings, csr, _kept = [cell for cell in row.split() if cell.endswith("%")]  # report's
+    row = next(line for line in study_row if line.lstrip().startswith("1 "))
+    assert f" {savings} " in row and f" {csr} " in row, row
+
+
+@pytest.mark.parametrize("flag", ["--live", "--feed"])
+def test_the_wrote_line_of_a_run_with_a_feed_names_it(tiny, capsys, flag):
+    assert main(["run", "--trace", "tiny.swf", "--out", "x", flag]) == 0
+    wrote = next(line for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("wrote "))
+    assert wrote.startswith("wrote jobs.csv, timeseries.csv, summary.json, live.jsonl to x ")
+    assert (tiny / "x" / "live.jsonl").is_file()

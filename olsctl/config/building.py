@@ -96,7 +96,7 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
             changes[key] = None
             continue
         kind = TOP_LEVEL[key][0]
-        _check_type(src, key, value, kind)
+        _check_type(src, key, value, kind, ESTIMATE_MODES if key == "estimates" else None)
         changes[key] = value
     if "policy" in changes:
         changes["policy"] = _check_policy(src, changes["policy"])

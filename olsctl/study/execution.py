@@ -63,13 +63,15 @@ def run_point(rid: str, config: RunConfig, scratch: str | None) -> Outcome:
 @dataclass
 class StudyResult:
     """Summaries of the finished runs, errors of the failed ones and why the infeasible
-    ones are (when the study keeps them, see :func:`run_study`), by run id."""
+    ones are (when the study keeps them, see :func:`run_study`), by run id; ``computed``
+    runs ran now, ``reused`` of the finished ones were finished before."""
 
     done: dict[str, dict] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     computed: int = 0
     wall_s: float = 0.0
     infeasible: dict[str, str] = field(default_factory=dict)
+    reused: int = 0
 
 
 def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
@@ -94,6 +96,7 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
                 scratch.mkdir()
                 (study.out_dir / "runs").mkdir(exist_ok=True)
             result.done = finished_runs(study)
+            result.reused = len(result.done)
             if keep_infeasible:
                 result.infeasible = {k: v for k, v in known_infeasible(study).items()
                                      if k not in result.done}
