@@ -19,9 +19,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import signal
+import socket
 import threading
 from contextlib import ExitStack, contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from olsctl.errors import ConfigError, OlsctlError
 
@@ -60,13 +61,19 @@ class BackendDown(Exception):
         self.error = error
 
 
-def check(where: str, backend: Any, cluster: Any) -> None:
+def check(where: str, backend: Any, cluster: Any, n_jobs: int) -> None:
     """Check ``backend`` and ``cluster`` of a ``controller`` section (``where`` is
-    ``file: controller``); raise :class:`ConfigError` naming the key. A cluster backend's
-    package must be installed; ``cluster`` is only for ``dask`` and ``ray``."""
+    ``file: controller``); raise :class:`ConfigError` naming the key. A backend other
+    than the default needs ``n_jobs`` other than 1 (with one worker every what-if runs in
+    this process, so a named backend would go unused); a cluster backend's package must
+    be installed; ``cluster`` is only for ``dask`` and ``ray``."""
     if backend not in BACKENDS:
         raise ConfigError(f"{where}.backend: unknown joblib backend {backend!r} "
                           f"(known: {', '.join(BACKENDS)})")
+    if n_jobs == 1 and backend != BACKENDS[0]:
+        raise ConfigError(f"{where}.backend: {backend} is not used with n_jobs 1 (every "
+                          f"what-if runs in this process): set controller.n_jobs to 2 or "
+                          f"more (or -1), or leave backend out")
     if backend not in CLUSTER_BACKENDS:
         if cluster is not None:
             raise ConfigError(f"{where}.cluster: only used with backend dask or ray "
@@ -88,19 +95,40 @@ def one_line(exc: BaseException) -> str:
 
 
 def connect(stack: ExitStack, backend: str, cluster: str | None, workers: int,
-            where: str) -> dict:
+            where: str, say: Callable[[str], None] = lambda text: None) -> dict:
     """Start or join the cluster of a cluster backend (``cluster`` None: ``local``, with
     ``workers`` single-threaded worker processes: joblib runs a call in this process when
     the cluster has a single core), to be left when ``stack`` closes; the
-    ``joblib.parallel_config`` parameters that run on it. Other backends need nothing."""
+    ``joblib.parallel_config`` parameters that run on it. Other backends need nothing.
+    Joining a running cluster is said with ``say`` first (it may take a while)."""
     if backend == "dask":
-        return _dask(stack, cluster or LOCAL, workers, where)
+        return _dask(stack, cluster or LOCAL, workers, where, say)
     if backend == "ray":
         return _ray(stack, cluster or LOCAL, workers, where)
     return {}
 
 
-def _dask(stack: ExitStack, cluster: str, workers: int, where: str) -> dict:
+def reach_dask(address: str) -> None:
+    """Open and close a TCP connection to the Dask scheduler at ``address``
+    (``tcp://host:port`` or ``tls://``; other schemes are left to Dask), so that an
+    address where nothing listens fails at once (``ConnectionRefusedError``) instead of
+    after the retries of Dask's connect timeout (``distributed.comm.timeouts.connect``,
+    30 s by default), which bounds this attempt too (``TimeoutError``). Without a port,
+    Dask's scheduler port, 8786."""
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme not in ("tcp", "tls"):
+        return
+    timeout_s = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    with socket.create_connection(parse_host_port(location, 8786), timeout=timeout_s):
+        pass
+
+
+def _dask(stack: ExitStack, cluster: str, workers: int, where: str,
+          say: Callable[[str], None]) -> dict:
     from distributed import Client, LocalCluster
 
     try:
@@ -111,6 +139,8 @@ def _dask(stack: ExitStack, cluster: str, workers: int, where: str) -> dict:
                     host="127.0.0.1", dashboard_address=None))
             client = stack.enter_context(Client(local, set_as_default=False))
         else:
+            say(f"connecting to the dask scheduler at {cluster}")
+            reach_dask(cluster)
             client = stack.enter_context(Client(cluster, set_as_default=False))
     except Exception as exc:  # unreachable, refused, cannot start: all the same to the user
         what = "cannot start a local dask cluster" if cluster == LOCAL else \

@@ -65,7 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     _add_convert_commands(sub)
     _add_study_commands(sub)
     _add_bench_command(sub)
+    _know_own_parser(p)
     return p
+
+
+def _know_own_parser(parser: argparse.ArgumentParser) -> None:
+    """Each command's parsed arguments keep its parser (``own_parser``), so that an
+    unknown option shows the usage of the command it was given to."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(own_parser=sub)
+                _know_own_parser(sub)
 
 
 def _add_run_commands(sub: argparse._SubParsersAction) -> None:
@@ -111,8 +122,13 @@ def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
     """The parsers of ``trace info`` and ``trace congested`` (:mod:`olsctl.commands.logs`)."""
     trace = sub.add_parser("trace", help="inspect workload files, or write a synthetic one")
     tsub = trace.add_subparsers(dest="trace_command", required=True, metavar="SUBCOMMAND")
-    info = tsub.add_parser("info", help="summary of an SWF file")
-    info.add_argument("file", help="SWF file or bundled log name")
+    info = tsub.add_parser("info", help="summary of a workload log (SWF or Slurm sacct dump)",
+                           description="Summarize a workload log as olsctl loads it: an SWF "
+                                       "file, a Slurm accounting dump (read as olsctl run "
+                                       "reads it) or a bundled log.")
+    info.add_argument("file", help="SWF file (plain or gzipped), Slurm sacct dump "
+                                   f"(sacct --parsable2), or bundled log name "
+                                   f"({', '.join(BUNDLED)})")
     info.add_argument("--procs", type=int, help="machine size (default: from the header)")
     info.add_argument("--skip-bad-lines", action="store_true",
                       help="count and skip malformed lines instead of failing")
@@ -211,7 +227,10 @@ def _add_bench_command(sub: argparse._SubParsersAction) -> None:
                        help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=None,
                        help="best of N runs (default 3; with --ols 1)")
-    bench.add_argument("--estimates", choices=("exact", "user"), default="exact")
+    bench.add_argument("--estimates", choices=("exact", "user"), default="exact",
+                       help="runtime estimates the policies see: exact (the runtimes, the "
+                            "default) or user (the log's requested times, at least the "
+                            "runtimes)")
     bench.add_argument("--mqbf", action="store_true",
                        help="also time the main simulator under MQBF(4) against EASY; "
                             "with --ols, time MQBF(4)/OLS (configs/mqbf-ols.yaml's policy) "
@@ -255,7 +274,9 @@ def command_name(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` names (default: the command line's); its exit code."""
-    args = _parser().parse_args(argv)
+    args, unknown = _parser().parse_known_args(argv)
+    if unknown:  # in the usage of the command they were given to, not olsctl's
+        args.own_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     out = Console()
     err = Console(stderr=True)
     try:

@@ -42,3 +42,14 @@ class InfeasibleConfig(ConfigError, Infeasible):
 
 class InfeasibleRun(SimulationError, Infeasible):
     """A run that ended with jobs that could never start."""
+
+
+def cannot_write(where: str, path: object, exc: OSError, folder: bool = True) -> ConfigError:
+    """The one-line error for an output ``path`` (a folder, or a file with ``folder``
+    false) that cannot be written: ``where: cannot write into path: why``, ``where``
+    naming what chose it (``study.yaml: out``, ``command line: --swf``)."""
+    into = "into " if folder else ""
+    why = exc.strerror or str(exc)
+    if isinstance(exc, FileExistsError) and exc.filename:  # a folder to make is a file
+        why = f"{exc.filename} is a file"
+    return ConfigError(f"{where}: cannot write {into}{path}: {why}")

@@ -25,7 +25,7 @@ from olsctl.errors import (ConfigError, InfeasibleConfig, InfeasibleRun, Simulat
 from olsctl.feedback import FeedbackSettings, SlaFeedback
 from olsctl.metrics import job_columns, sla_summary, summarize, week_origin, weekly
 from olsctl.policies import compile_kernels, make_policy, uses_kernels
-from olsctl.policies.core.jit import on_stderr
+from olsctl.policies.core.jit import on_stderr, silent
 from olsctl.power import accounting
 from olsctl.power.setup import power_inputs, power_setup
 from olsctl.records import RunRecords
@@ -70,14 +70,16 @@ class WorkerPool:
     A call that fails raises as before (the tick keeps its setting; a joblib pool is
     built anew for the next call); a backend that cannot start, or fails
     ``MAX_FAILED_CALLS`` calls in a row, raises :class:`olsctl.backends.BackendDown`,
-    which stops the run (``where``, ``file: controller``, starts its message)."""
+    which stops the run (``where``, ``file: controller``, starts its message). Joining a
+    running cluster is said with ``say``."""
 
     def __init__(self, stack: ExitStack, n_jobs: int, backend: str, cluster: str | None = None,
-                 where: str = "controller") -> None:
+                 where: str = "controller", say: Callable[[str], None] = silent) -> None:
         self.n_jobs = n_jobs
         self.backend = backend
         self.cluster = cluster
         self._where = where
+        self._say = say
         self._workers = None
         self._parallel = None
         self._params: dict | None = None  # joblib's parallel_config, once connected
@@ -145,7 +147,8 @@ class WorkerPool:
         if self._parallel is None:
             if self._params is None:  # the cluster, joined once for the run
                 self._params = backends.connect(self._stack, self.backend, self.cluster,
-                                                processes_for(self.n_jobs), self._where)
+                                                processes_for(self.n_jobs), self._where,
+                                                self._say)
                 self._stack.callback(self._drop_parallel)  # before the cluster closes
             self._parallel = backends.parallel(self.backend, self.n_jobs, self._params,
                                                self._where)
@@ -283,7 +286,7 @@ def _simulate(config: RunConfig, sim: MainSimulator, controller: Controller | No
             controller.parallel = WorkerPool(stack, controller.settings.n_jobs,
                                              controller.settings.backend,
                                              config.controller["cluster"],
-                                             f"{config.source}: controller")
+                                             f"{config.source}: controller", say)
             controller.parallel.start()  # a cluster out of reach stops the run here
         if progress_bar is not None:
             stack.enter_context(progress_bar)

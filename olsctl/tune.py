@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from olsctl.errors import ConfigError
+from olsctl.errors import ConfigError, cannot_write
 from olsctl.run_files import write_atomic
 from olsctl.study import (NULL_STUDY_PROGRESS, STUDY_KEYS, GridPoint, Study, StudyProgress,
                           read_mapping, run_study, study_from_data)
@@ -156,6 +156,8 @@ class TuneResult:
     winner: Ranked | None
     written: Path | None
     wall_s: float
+    #: settings whose runs were finished before this tune (in its directory)
+    reused: int = 0
 
 
 def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneResult:
@@ -165,10 +167,15 @@ def run_tune(tune: Tune, progress: StudyProgress = NULL_STUDY_PROGRESS) -> TuneR
     winner = ranked[0] if ranked and ranked[0].meets else None
     written = None
     if winner is not None:
-        tune.write.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(tune.write, tuned_config(tune, winner))
+        try:
+            tune.write.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(tune.write, tuned_config(tune, winner))
+        except OSError as exc:
+            raise cannot_write(f"{tune.study.source}: write", tune.write, exc,
+                               folder=False) from None
         written = tune.write
-    return TuneResult(ranked, result.failed, result.infeasible, winner, written, result.wall_s)
+    return TuneResult(ranked, result.failed, result.infeasible, winner, written, result.wall_s,
+                      result.reused)
 
 
 def tune_tables(tune: Tune, result: TuneResult, runners_up: int = 5):

@@ -289,7 +289,8 @@ def test_same_decisions_and_bytes_with_one_and_two_workers(tmp_path, monkeypatch
         # every tick through the worker processes with two (pool_min_s: 0)
         cfg = (f"trace: t.swf\nout: out{n_jobs}\ncontroller:\n  interval_s: 600\n"
                f"  n_jobs: {n_jobs}\n  sla: {{metric: mean_bsld, max: 3}}\n  search: {search}\n"
-               f"  parallel_min_waiting: 0\n  pool_min_s: 0\n  backend: {backend}\n")
+               f"  parallel_min_waiting: 0\n  pool_min_s: 0\n"
+               + (f"  backend: {backend}\n" if n_jobs > 1 else ""))  # one worker: no pool
         (tmp_path / f"c{n_jobs}.yaml").write_text(cfg)
         assert main(["run", f"c{n_jobs}.yaml", "--quiet", "--strict"]) == 0
         outs.append(tmp_path / f"out{n_jobs}")

@@ -159,7 +159,7 @@ def test_the_study_table_keeps_its_identifying_columns_whole(tmp_path, width, id
         keys = (*p.labels, p.run_id) if ids else (str(k + 1), *p.labels)
         status = "done" if p.run_id in done else "missing"
         figures = {} if ids or status == "missing" else {
-            "bsld": f"{1.25 + k:.2f}", "wait h": "2.0", "util": "0.637", "saved": "0.250",
+            "bsld": f"{1.25 + k:.2f}", "wait h": "2.0", "util": "0.637", "saved": "25.0%",
             "MWh": "1.00", "CSR": "99.99% (2 over)" if k == 1 else "100.0%", "SLA %": "50.0"}
         rows.append(((*keys, status), figures))
     _check_whole(text, width, rows)

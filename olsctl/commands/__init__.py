@@ -27,3 +27,9 @@ def say_on(console: Any) -> Callable[[str], None]:
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
     return say
+
+
+def counted(n: int, word: str) -> str:
+    """``n`` (with thousands separators) and ``word``, plural unless ``n`` is 1:
+    ``1 job``, ``2,000 jobs``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from olsctl.commands import EXIT_OK
+from olsctl.commands import EXIT_OK, counted
 from olsctl.errors import ConfigError
 from olsctl.workload import resolve_trace
 
@@ -73,8 +73,9 @@ def cmd_convert_nrel(args: argparse.Namespace, out: Console, err: Console) -> in
     from olsctl.power.nrel import convert
 
     counts = convert(Path(args.source), Path(args.swf), Path(args.power))
-    out.print(f"wrote {args.swf} ({counts['jobs']:,} jobs, {counts['machine_procs']:,} "
-              f"processors) and {args.power} ({counts['measured']:,} measured powers)",
+    out.print(f"wrote {args.swf} ({counted(counts['jobs'], 'job')}, "
+              f"{counted(counts['machine_procs'], 'processor')}) and {args.power} "
+              f"({counted(counts['measured'], 'measured power')})",
               highlight=False, markup=False, soft_wrap=True)
     return EXIT_OK
 

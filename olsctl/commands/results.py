@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from olsctl.commands import EXIT_OK
+from olsctl.errors import cannot_write
 from olsctl.workload import resolve_trace
 
 if TYPE_CHECKING:
@@ -81,7 +82,11 @@ def cmd_report(args: argparse.Namespace, out: Console, err: Console) -> int:
     if data is None:
         out.print(PLOT_HINT, markup=False, highlight=False)
         return EXIT_OK
-    files = write_plots(data, out_dir, args.format)
+    try:
+        files = write_plots(data, out_dir, args.format)
+    except OSError as exc:
+        raise cannot_write("command line: --out" if args.out else "command line", out_dir,
+                           exc) from None
     plots = f"{len(files)} plot{'' if len(files) == 1 else 's'}"
     out.print(f"wrote {plots} to {out_dir}: {', '.join(p.name for p in files) or '-'}",
               highlight=False, soft_wrap=True)

@@ -60,8 +60,12 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.quiet:
         from olsctl.terminal import run_summary_table
         out.print(run_summary_table(result.summary))
-        out.print(f"wrote {', '.join(p.name for p in result.files)} to {result.out_dir} "
-                  f"in {wall:.1f} s", highlight=False, markup=False, soft_wrap=True)
+        names = [p.name for p in result.files]
+        if args.live or args.feed:  # the feed, written as the run went
+            from olsctl.live import FEED_NAME
+            names.append(FEED_NAME)
+        out.print(f"wrote {', '.join(names)} to {result.out_dir} in {wall:.1f} s",
+                  highlight=False, markup=False, soft_wrap=True)
         if result.summary["strict_checks"] is not None:
             out.print(_strict_text(result.summary), highlight=False, markup=False,
                       soft_wrap=True)

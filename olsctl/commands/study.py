@@ -5,11 +5,15 @@ that meets an SLA).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from olsctl.commands import EXIT_OK
+from olsctl.commands import EXIT_OK, counted
 from olsctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from olsctl.tune import TuneResult
 
 
 def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -23,8 +27,8 @@ def cmd_study(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         done = finished_runs(study) if study.out_dir.is_dir() else {}
         out.print(study_table(study, done, {}, ids=True))
-        out.print(f"{len(study.points)} runs, {len(done)} finished in {study.out_dir}",
-                  highlight=False)
+        out.print(f"{counted(len(study.points), 'run')}, {len(done)} finished in "
+                  f"{study.out_dir}", highlight=False)
         return EXIT_OK
     result = run_study(study, NULL_STUDY_PROGRESS if args.quiet else study_progress(err))
     if not args.quiet:
@@ -48,13 +52,24 @@ def cmd_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         for table in tune_tables(tune, result):
             out.print(table)
     if result.winner is None:
-        err.print(f"no setting keeps {tune.metric} <= {tune.limit:g} ({len(result.ranked)} "
-                  f"runs, {len(result.infeasible)} infeasible, {len(result.failed)} failed)",
+        err.print(f"no setting keeps {tune.metric} <= {tune.limit:g} "
+                  f"({counted(len(result.ranked), 'run')}, {len(result.infeasible)} "
+                  f"infeasible, {len(result.failed)} failed)",
                   highlight=False)
         return 1
     if not args.quiet:
         out.print(f"wrote {result.written}: {tune.metric} = {result.winner.metric:.4f}, "
-                  f"{tune.cost} = {result.winner.cost:,.2f} ({len(result.ranked)} settings run, "
-                  f"{len(result.infeasible)} infeasible, in {result.wall_s:.1f} s)",
+                  f"{tune.cost} = {result.winner.cost:,.2f} ({_settings_run(result)}; "
+                  f"{len(result.infeasible)} infeasible; in {result.wall_s:.1f} s)",
                   highlight=False, markup=False, soft_wrap=True)
     return 1 if result.failed else EXIT_OK
+
+
+def _settings_run(result: TuneResult) -> str:
+    """How many settings have runs, and of those how many ran now and how many were
+    taken from an earlier tune in the same directory."""
+    ran = len(result.ranked)
+    settings = counted(ran, "setting")
+    if not result.reused:
+        return f"{settings} run"
+    return f"{settings}: {ran - result.reused} run now, {result.reused} taken from the earlier run"

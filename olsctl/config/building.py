@@ -27,12 +27,39 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
+        _check_unique_keys(path, yaml.compose(text, Loader=yaml.SafeLoader), (), set())
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise ConfigError(f"{path}{where}: {problem}") from None
+
+
+def _check_unique_keys(path: Path, node: yaml.Node | None, keys: tuple[str, ...],
+                       seen: set[int]) -> None:
+    """A key given twice in one mapping of the YAML file ``path`` (parsed as ``node``, under
+    the keys ``keys``) is a :class:`ConfigError` naming it and its lines: YAML would
+    keep the last silently. ``seen``: the nodes already checked (an alias repeats one)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(path, item, (*keys, f"[{i}]"), seen)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first_line: dict[tuple[str, str], int] = {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            name = ".".join((*keys, key.value)).replace(".[", "[")
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first_line:
+                raise ConfigError(f"{path}:{line}: {name}: duplicate key (first on line "
+                                  f"{first_line[key.tag, key.value]}; YAML would keep only "
+                                  f"the last)")
+            first_line[key.tag, key.value] = line
+            _check_unique_keys(path, value, (*keys, key.value), seen)
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -69,7 +96,7 @@ def with_overrides(config: RunConfig, overrides: Mapping[str, Any],
             changes[key] = None
             continue
         kind = TOP_LEVEL[key][0]
-        _check_type(src, key, value, kind)
+        _check_type(src, key, value, kind, ESTIMATE_MODES if key == "estimates" else None)
         changes[key] = value
     if "policy" in changes:
         changes["policy"] = _check_policy(src, changes["policy"])

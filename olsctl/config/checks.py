@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from olsctl import backends
 from olsctl.config.defaults import CONTROLLER_KEYS, POWER_KEYS
@@ -41,7 +41,7 @@ def _check_policy(src: str, spec: Any) -> dict:
         if value is None and param.default is None:
             continue
         if param.kind is not object:
-            _check_type(src, f"policy.{key}", value, param.kind)
+            _check_type(src, f"policy.{key}", value, param.kind, param.choices)
         if param.choices is not None and value not in param.choices:
             raise ConfigError(f"{src}: policy.{key}: must be one of "
                               f"{', '.join(map(str, param.choices))} (got {value!r})")
@@ -71,7 +71,8 @@ def _check_power(src: str, spec: dict) -> dict:
     for key, (kind, default, _help) in POWER_KEYS.items():
         value = spec.get(key, default)
         if kind is not object:
-            _check_type(src, f"power.{key}", value, kind)
+            _check_type(src, f"power.{key}", value, kind,
+                        {"limit": LIMITS, "share": SHARES}.get(key))
         if kind is float:
             value = float(value)
             if value < 0 or (key in ("peak_w", "sample_s") and value == 0):
@@ -102,7 +103,9 @@ def _check_controller(src: str, spec: dict) -> dict:
     for key, (kind, default, _help) in CONTROLLER_KEYS.items():
         value = spec.get(key, default)
         if kind is not object and not (value is None and default is None):
-            _check_type(src, f"controller.{key}", value, kind)
+            _check_type(src, f"controller.{key}", value, kind,
+                        {"search": tuple(STRATEGIES), "arrivals": ARRIVAL_MODELS,
+                         "backend": backends.BACKENDS}.get(key))
         out[key] = float(value) if kind is float else value
     if out["interval_s"] <= 0:
         raise ConfigError(f"{where}.interval_s: must be > 0 (got {out['interval_s']:g})")
@@ -130,7 +133,7 @@ def _check_controller(src: str, spec: dict) -> dict:
         raise ConfigError(f"{where}.max_step: must be >= 1 (got {out['max_step']})")
     if out["n_jobs"] == 0 or out["n_jobs"] < -1:
         raise ConfigError(f"{where}.n_jobs: must be >= 1 or -1 (got {out['n_jobs']})")
-    backends.check(where, out["backend"], out["cluster"])
+    backends.check(where, out["backend"], out["cluster"], out["n_jobs"])
     if out["parallel_min_waiting"] < 0:
         raise ConfigError(f"{where}.parallel_min_waiting: must be >= 0 "
                           f"(got {out['parallel_min_waiting']})")
@@ -316,12 +319,20 @@ def _values(where: str, spec: Any, kind: type, low: float, high: float | None) -
     return sorted({kind(v) for v in spec})
 
 
-def _check_type(src: str, key: str, value: Any, kind: type) -> None:
+def _check_type(src: str, key: str, value: Any, kind: type,
+                choices: Sequence[Any] | None = None) -> None:
+    """``value`` must be of ``kind``; the error names ``choices`` when the key has them,
+    and says when the value is empty (``--set key=``, or ``key:`` with nothing after)."""
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True
-    if not ok:
-        raise ConfigError(f"{src}: {key}: must be {_name(kind)} (got {_kind(value)} {value!r})")
+    if ok:
+        return
+    what = _name(kind) if choices is None else f"one of {', '.join(map(str, choices))}"
+    if value is None:
+        raise ConfigError(f"{src}: {key}: is empty (must be {what})")
+    got = f"{_kind(value)} {value!r}" if choices is None else repr(value)
+    raise ConfigError(f"{src}: {key}: must be {what} (got {got})")
 
 
 def _name(kind: type) -> str:

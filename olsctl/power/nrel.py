@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from olsctl.errors import TraceError
+from olsctl.errors import TraceError, cannot_write
 from olsctl.run_files import write_atomic
 
 COLUMNS = ("submit", "start", "end", "nodes", "runtime_s", "wait_time", "avg_power_per_node")
@@ -109,6 +109,14 @@ def convert(src: Path, swf_out: Path, power_out: Path) -> dict:
         if power > 0:
             power_lines.append(f"{i},{power!r}")
             measured += 1
-    write_atomic(Path(swf_out), "\n".join(lines) + "\n")
-    write_atomic(Path(power_out), "\n".join(power_lines) + "\n")
+    written: list[Path] = []
+    for option, path, text in (("--swf", Path(swf_out), lines),
+                               ("--power", Path(power_out), power_lines)):
+        try:
+            write_atomic(path, "\n".join(text) + "\n")
+        except OSError as exc:
+            for done in written:  # both files or neither
+                done.unlink(missing_ok=True)
+            raise cannot_write(f"command line: {option}", path, exc, folder=False) from None
+        written.append(path)
     return {"jobs": len(data), "measured": measured, "machine_procs": machine}

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from olsctl.config import RunConfig
 from olsctl.errors import Infeasible, OlsctlError
@@ -25,7 +25,7 @@ from olsctl.runner import execute, needs_kernels
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
 from olsctl.study.storage import (Outcome, StudyError, _locked, _new_dir, _store, finished_runs,
-                                  known_infeasible, write_tables)
+                                  known_infeasible, write_tables, writing_into)
 
 
 # --- one run in a worker ---------------------------------------------------------------
@@ -63,13 +63,15 @@ def run_point(rid: str, config: RunConfig, scratch: str | None) -> Outcome:
 @dataclass
 class StudyResult:
     """Summaries of the finished runs, errors of the failed ones and why the infeasible
-    ones are (when the study keeps them, see :func:`run_study`), by run id."""
+    ones are (when the study keeps them, see :func:`run_study`), by run id; ``computed``
+    runs ran now, ``reused`` of the finished ones were finished before."""
 
     done: dict[str, dict] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     computed: int = 0
     wall_s: float = 0.0
     infeasible: dict[str, str] = field(default_factory=dict)
+    reused: int = 0
 
 
 def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
@@ -83,22 +85,26 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
     start is no failure: it is stored in ``infeasible.csv`` with why, and not run again
     while it is there."""
     t0 = time.perf_counter()
-    client = _connect(study) if study.backend == "dask" else None  # before any write
+    client = _connect(study, progress.say) if study.backend == "dask" else None  # before writing
     result = StudyResult()
     try:
-        with _locked(study.out_dir):
+        where = f"{study.source}: out"
+        with _locked(study.out_dir, where):
             scratch = study.out_dir / ".partial"
-            shutil.rmtree(scratch, ignore_errors=True)
-            scratch.mkdir()
-            (study.out_dir / "runs").mkdir(exist_ok=True)
+            with writing_into(study.out_dir, where):
+                shutil.rmtree(scratch, ignore_errors=True)
+                scratch.mkdir()
+                (study.out_dir / "runs").mkdir(exist_ok=True)
             result.done = finished_runs(study)
+            result.reused = len(result.done)
             if keep_infeasible:
                 result.infeasible = {k: v for k, v in known_infeasible(study).items()
                                      if k not in result.done}
             kept = result.infeasible if keep_infeasible else None  # infeasible.csv's rows
             todo = [p for p in study.points
                     if p.run_id not in result.done and p.run_id not in result.infeasible]
-            write_tables(study, result.done, result.failed, kept)
+            with writing_into(study.out_dir, where):
+                write_tables(study, result.done, result.failed, kept)
             compiling = sorted({p.config.policy["name"] for p in todo
                                 if needs_kernels(p.config)})
             if client is None and study.n_jobs != 1 and compiling:
@@ -130,10 +136,16 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
     return result
 
 
-def _connect(study: Study):
+def _connect(study: Study, say: Callable[[str], None]):
+    """A client of the study's Dask scheduler, said first (it may take a while); a
+    refused connection fails at once (:func:`olsctl.backends.reach_dask`)."""
     from dask.distributed import Client
 
+    from olsctl.backends import reach_dask
+
+    say(f"connecting to the dask scheduler at {study.scheduler}")
     try:
+        reach_dask(study.scheduler)
         return Client(study.scheduler)
     except Exception as exc:  # unreachable, refused, a bad address: all the same to the user
         raise StudyError(f"{study.source}: scheduler: cannot connect to {study.scheduler}: "

@@ -44,7 +44,8 @@ class PlainStudyProgress(StudyProgress):
     def start(self, study: Study, todo: int, done: int, infeasible: int = 0) -> None:
         self.todo, self.t0 = todo, time.perf_counter()
         known = f"{infeasible} infeasible (not run again), " if infeasible else ""
-        self.console.print(f"study {study.source}: {len(study.points)} runs, {done} already "
+        runs = f"{len(study.points)} run{'' if len(study.points) == 1 else 's'}"
+        self.console.print(f"study {study.source}: {runs}, {done} already "
                            f"finished, {known}{todo} to compute in {study.out_dir}",
                            markup=False, highlight=False, soft_wrap=True)
 
@@ -141,17 +142,23 @@ def _csr_cell(study: Study, run_id: str, summary: dict, csr: float | None) -> st
                                                             summary))
 
 
-def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int]]:
-    """(summary key, (heading, scale), digits) of the metrics the table shows."""
-    shown = [("mean_bsld", ("bsld", 1.0), 2), ("mean_wait_s", ("wait h", 1 / 3600), 1),
-             ("utilization", ("util", 1.0), 3)]
+def _shown_metrics(study: Study) -> list[tuple[str, tuple[str, float], int | None]]:
+    """(summary key, (heading, scale), digits) of the metrics the table shows; digits
+    None: a percentage, as ``olsctl report`` shows it."""
+    shown: list[tuple[str, tuple[str, float], int | None]] = [
+        ("mean_bsld", ("bsld", 1.0), 2), ("mean_wait_s", ("wait h", 1 / 3600), 1),
+        ("utilization", ("util", 1.0), 3)]
     if CONTROLLER_METRICS[0] in study.metric_columns:
-        shown.append(("processor_savings", ("saved", 1.0), 3))
+        shown.append(("processor_savings", ("saved", 1.0), None))
     if POWER_METRICS[0] in study.metric_columns:
-        shown += [("energy_j", ("MWh", 1 / 3.6e9), 2), ("csr", ("CSR", 1.0), 3)]
+        shown += [("energy_j", ("MWh", 1 / 3.6e9), 2), ("csr", ("CSR", 1.0), None)]
     shown.append(("sla_windows_kept_share", ("SLA %", 100.0), 1))
     return shown
 
 
-def _fmt(value: Any, scale: float, digits: int) -> str:
-    return "-" if value is None else f"{value * scale:,.{digits}f}"
+def _fmt(value: Any, scale: float, digits: int | None) -> str:
+    from olsctl.terminal import _pct
+
+    if value is None:
+        return "-"
+    return _pct(value * scale) if digits is None else f"{value * scale:,.{digits}f}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from olsctl.errors import OlsctlError
+from olsctl.errors import OlsctlError, cannot_write
 from olsctl.run_files import num, write_atomic
 from olsctl.study.grid import POWER_METRICS, Study
 
@@ -61,15 +61,29 @@ def finished_runs(study: Study) -> dict[str, dict]:
 
 
 @contextmanager
-def _locked(out_dir: Path) -> Iterator[None]:
-    """Create ``out_dir`` and hold its lock (released by the system if the process dies)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def writing_into(out_dir: Path, where: str = "out") -> Iterator[None]:
+    """An OSError raised in the block, which writes into the study directory ``out_dir``,
+    becomes one line naming it, ``where`` naming what chose it (``study.yaml: out``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise cannot_write(where, out_dir, exc) from None
+
+
+@contextmanager
+def _locked(out_dir: Path, where: str = "out") -> Iterator[None]:
+    """Create ``out_dir`` and hold its lock (released by the system if the process dies);
+    ``where`` as for :func:`writing_into`."""
+    with writing_into(out_dir, where):
+        out_dir.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # no advisory locks here: trust the user
         yield
         return
-    with open(out_dir / ".lock", "w") as fh:
+    with writing_into(out_dir, where):
+        lock = open(out_dir / ".lock", "w")
+    with lock as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
