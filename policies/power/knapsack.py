@@ -13,6 +13,7 @@ import numpy as np
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
+from olsctl.power.predict import History
 from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCE, K_FORCED, K_PREDICTED,
                                            K_TOTAL, K_WINDOW, N_KINT)
 
@@ -76,16 +77,8 @@ class WindowKnapsack(_PowerPolicy):
         rows = np.empty((m, 2))
         rows[:nr, 0] = [end for end, _ in running]
         rows[:nr, 1] = np.arange(nr)
-        run_w = np.zeros(m)
-        gpred = np.zeros(m)
-        predict = self._predictor.predict
-        for i, j in enumerate(jobs):
-            if i < nr:
-                run_w[i] = p.job_power_now(state, j)
-                if self.headroom == "predicted":
-                    gpred[i] = predict(state, j, self.stat)
-            else:
-                gpred[i] = predict(state, j, self.stat)
+        run_w = np.array([p.job_power_now(state, j) for _, j in running] + [0.0] * (m - nr))
+        juser, gpred = self._predictions(state, jobs)
         kint = np.zeros(N_KINT, dtype=np.int64)
         kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
         kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
@@ -97,13 +90,34 @@ class WindowKnapsack(_PowerPolicy):
             np.arange(nr, m), m - nr, np.array(pick(state.procs), dtype=np.int64),
             np.array(pick(state.estimate_s), dtype=float),
             np.array(pick(state.submit_s), dtype=float), np.full(m, np.nan), rows, nr,
-            run_w, np.arange(m), gpred, entry, kint, kflt, started)
+            run_w, juser, gpred, entry, kint, kflt, started)
         window_entry = p.window_entry
         for i, j in enumerate(queue, nr):
             window_entry[j] = float(entry[i])
         for i in started[:ns].tolist():
             state.start(jobs[i])
         p.forced_starts += int(kint[K_FORCED])
+
+    def _predictions(self, state: "SimState", jobs: list[int]) -> tuple:
+        """Each of ``jobs``' prediction group and each group's predicted ``stat``: under
+        the history predictor a group is a user (whose jobs it predicts alike), else a
+        job."""
+        predict, stat = self._predictor.predict, self.stat
+        if not isinstance(self._predictor, History):
+            return (np.arange(len(jobs)),
+                    np.array([predict(state, j, stat) for j in jobs], dtype=float))
+        group: dict[int, int] = {}
+        first: list[int] = []
+        juser = []
+        user = state.power.user
+        for j in jobs:
+            g = group.get(user[j])
+            if g is None:
+                g = group[user[j]] = len(first)
+                first.append(j)
+            juser.append(g)
+        return (np.array(juser, dtype=np.int64),
+                np.array([predict(state, j, stat) for j in first], dtype=float))
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
