@@ -47,6 +47,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.quiet and err.is_terminal and not args.live:
         from olsctl.terminal import job_progress
         progress = job_progress(err)
+    elif not args.quiet and not args.live:  # a pipe or a file: a plain line now and then
+        from olsctl.runner import PlainProgress
+        progress = PlainProgress(say_on(err))
     t0 = time.perf_counter()
     try:
         result = execute(config, progress, live, silent if args.quiet else say_on(err))
