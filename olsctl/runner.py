@@ -7,6 +7,7 @@ half-written output directory.
 from __future__ import annotations
 
 import gc
+import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,43 @@ class _RichProgress(Progress):
         if self.task is None:
             self.task = self.bar.add_task("run", total=total)
         self.bar.update(self.task, completed=done)
+
+
+class PlainProgress(Progress):
+    """A run's progress as plain lines (stderr a pipe or a file): a line once at least
+    ``step`` of the jobs more have started, or ``quiet_s`` have passed, since the last
+    line, and never sooner than ``gap_s`` after the simulation started or the last line
+    (so a run shorter than ``gap_s`` prints none); none at the end (the run's own summary
+    follows). Times are wall seconds of ``clock``; use it as a context manager around
+    the simulation, which starts its clock."""
+
+    step, gap_s, quiet_s = 0.1, 15.0, 60.0
+
+    def __init__(self, say: Callable[[str], None], clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self.say, self.clock = say, clock
+        self.t0_s = self._last_s = clock()
+        self._last_done = 0
+
+    def __enter__(self) -> "PlainProgress":
+        self.t0_s = self._last_s = self.clock()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def update(self, done: int, total: int, now_s: float) -> None:
+        if not 0 < done < total:
+            return
+        t_s = self.clock()
+        since_s = t_s - self._last_s
+        if since_s < self.gap_s or (done - self._last_done < self.step * total
+                                    and since_s < self.quiet_s):
+            return
+        spent_s = t_s - self.t0_s
+        self.say(f"simulating: {done:,} of {total:,} jobs started ({100 * done / total:.0f}%) "
+                 f"in {spent_s:.0f} s, about {spent_s * (total - done) / done:.0f} s left")
+        self._last_s, self._last_done = t_s, done
 
 
 class WorkerPool:
@@ -185,7 +223,8 @@ def collector_paused() -> Iterator[None]:
 
 def execute(config: RunConfig, progress_bar=None, live=None,
             say: Callable[[str], None] = on_stderr) -> RunResult:
-    """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress or None;
+    """Run ``config`` and write its outputs; ``progress_bar`` is a rich Progress, an
+    :class:`olsctl.sim.Progress` that is a context manager (:class:`PlainProgress`) or None;
     ``live`` an :class:`olsctl.live.LiveRun` that watches (and may pace) the run, or None;
     ``say`` is told when the run compiles the policy kernels before its worker pool
     starts, or waits for another process's compile
@@ -252,8 +291,9 @@ def _main_simulator(config: RunConfig, workload: Workload, estimates: np.ndarray
                     progress_bar: Any) -> MainSimulator:
     """The main simulator of the run, its policy's job model prepared and, with power,
     its power state (and hardware limit) set up."""
-    sim = MainSimulator(workload, policy, estimates, config.active_procs, checker,
-                        NULL_PROGRESS if progress_bar is None else _RichProgress(progress_bar))
+    sink = (NULL_PROGRESS if progress_bar is None else progress_bar
+            if isinstance(progress_bar, Progress) else _RichProgress(progress_bar))
+    sim = MainSimulator(workload, policy, estimates, config.active_procs, checker, sink)
     problem = policy.prepare(sim.state, workload)  # a job model of the policy's own
     if problem is not None:  # some job could never run under the policy's settings
         raise InfeasibleConfig(f"{config.source}: policy.{problem}")

@@ -1,9 +1,10 @@
 """Workloads: SWF records turned into jobs by the loading rules, with a load report.
 
 Loading rules (README, Semantics): processors = field 8 if > 0 else field 5; runtime = field 4;
-records with runtime <= 0 or processors <= 0 are dropped; jobs wider than the machine are
-rejected (never clipped); the machine size is the header's MaxProcs, else MaxNodes,
-unless the caller sets it. Jobs are ordered by (submit time, job id).
+records with an unknown submit time (-1), runtime <= 0 or processors <= 0 are dropped (the
+first of these reasons counted); jobs wider than the machine are rejected (never clipped);
+the machine size is the header's MaxProcs, else MaxNodes, unless the caller sets it. Jobs
+are ordered by (submit time, job id).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from olsctl.errors import TraceError
 from olsctl.swf import SwfHeader, SwfReader
 
 ESTIMATE_MODES = ("exact", "user")
+#: SWF's "unknown" in field 2: such a record is dropped (counted as :data:`NO_SUBMIT`)
+UNKNOWN_SUBMIT = -1.0
+NO_SUBMIT = "submit time unknown"
 
 #: Short names of the bundled logs; the first is the default trace.
 BUNDLED = {
@@ -150,25 +154,28 @@ def _bulk_columns(reader, report: LoadReport) -> list[np.ndarray] | None:
     """The loading rules over a whole clean SWF file at once (:meth:`SwfReader.table`):
     the kept records' columns (job id, submit time, runtime, processors, fields 9, 12, 13
     and 14), counted in ``report`` as the line-by-line rules count them. None when the
-    file needs those rules line by line (a malformed line, a submit time that is
+    file needs those rules line by line (a malformed line, a known submit time that is
     negative or goes back, a job id that repeats: they name the line, or skip it)."""
     table = reader.table() if isinstance(reader, SwfReader) else None
     if table is None:
         return None
     job_id, submit, runtime = table[:, 0], table[:, 1], table[:, 3]
-    if ((submit < 0).any() or (np.diff(submit) < 0).any()
+    no_submit = submit == UNKNOWN_SUBMIT
+    known = submit[~no_submit]
+    if ((known < 0).any() or (np.diff(known) < 0).any()
             or np.unique(job_id).size < job_id.size):
         reader.header = SwfHeader()  # (the line reader fills it again)
         return None
     procs = np.where(table[:, 7] > 0, table[:, 7], table[:, 4])
-    no_runtime = runtime <= 0
-    no_procs = ~no_runtime & (procs <= 0)
+    no_runtime = ~no_submit & (runtime <= 0)
+    no_procs = ~no_submit & ~no_runtime & (procs <= 0)
     report.records += len(table)
     drops = [(int(np.argmax(bad)), reason, int(bad.sum())) for reason, bad in
-             (("runtime <= 0", no_runtime), ("processors <= 0", no_procs)) if bad.any()]
+             ((NO_SUBMIT, no_submit), ("runtime <= 0", no_runtime),
+              ("processors <= 0", no_procs)) if bad.any()]
     for _, reason, n in sorted(drops):  # in the order the line-by-line rules meet them
         report.dropped[reason] = n
-    keep = np.flatnonzero(~(no_runtime | no_procs))
+    keep = np.flatnonzero(~(no_submit | no_runtime | no_procs))
     return [job_id[keep], submit[keep], runtime[keep], procs[keep],
             *(table[keep, k] for k in (8, 11, 12, 13))]
 
@@ -240,10 +247,11 @@ def load_workload(
 def _record_columns(reader: SwfReader | slurm.SacctReader, report: LoadReport,
                     skip_bad_lines: bool) -> list[list]:
     """The columns (job id, submit, runtime, processors, requested time, user, group,
-    executable) of the records ``reader`` yields, one record at a time: submit times must
-    not be negative or go back, job ids not repeat (with ``skip_bad_lines`` such records
-    are counted and skipped); records with no runtime or no processors are dropped and
-    counted in ``report``."""
+    executable) of the records ``reader`` yields, one record at a time: known submit
+    times must not be negative or go back, job ids not repeat (with ``skip_bad_lines``
+    such records are counted and skipped); records with an unknown submit time (-1, left
+    out of the submit order), no runtime or no processors are dropped and counted in
+    ``report``."""
     name = reader.source
     cols: list = [[] for _ in range(8)]
     seen_ids: dict[float, int] = {}
@@ -253,12 +261,15 @@ def _record_columns(reader: SwfReader | slurm.SacctReader, report: LoadReport,
         v = rec.values
         job_id, submit, runtime = v[0], v[1], v[3]
         problem = None
-        if submit < 0:
+        unknown = submit == UNKNOWN_SUBMIT
+        if unknown:
+            pass  # dropped below, wherever it stands in the submit order
+        elif submit < 0:
             problem = f"field 2 (submit_time) is negative: {submit:g}"
         elif submit < last_submit:
             problem = (f"field 2 (submit_time) goes back in time: {submit:g} after "
                        f"{last_submit:g} on line {last_line}")
-        elif job_id in seen_ids:
+        if problem is None and job_id in seen_ids:
             problem = f"field 1 (job_number) {job_id:g} repeats line {seen_ids[job_id]}"
         if problem is not None:
             if not skip_bad_lines:
@@ -267,8 +278,11 @@ def _record_columns(reader: SwfReader | slurm.SacctReader, report: LoadReport,
             reader.first_error = reader.first_error or f"{name}:{rec.line_no}: {problem}"
             continue
         seen_ids[job_id] = rec.line_no
-        last_submit, last_line = submit, rec.line_no
         report.records += 1
+        if unknown:
+            report.drop(NO_SUBMIT)
+            continue
+        last_submit, last_line = submit, rec.line_no
         procs = v[7] if v[7] > 0 else v[4]
         if runtime <= 0:
             report.drop("runtime <= 0")

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from rich.console import Console
 from conftest import REPO_ROOT, make_workload
 from olsctl.cli import main
 from olsctl.live import (PLAIN_EVERY_S, Dashboard, Feed, FeedReader, LiveRun, PlainView,
-                         SlaWindows, fmt_si, fmt_span, monitor, sparkline)
+                         SlaWindows, View, fmt_si, fmt_span, monitor, sparkline)
 from olsctl.metrics import SlaSpec
 from olsctl.policies import make_policy
 from olsctl.sim import MainSimulator
@@ -85,6 +86,7 @@ def test_feed_lines_parse_and_follow_the_run(full_run):
     head, samples, end = records[0], records[1:-1], records[-1]
     assert head["kind"] == "start" and head["jobs"] == 60 and head["total_procs"] == 8
     assert head["sla"] == {"metric": "mean_bsld", "max": 3.0} and head["power"] is True
+    assert (head["pid"], head["host"]) == (os.getpid(), socket.gethostname())  # the writer
     assert end == {"kind": "end", "status": "finished"}
     assert len(samples) > 50 and all(s["kind"] == "sample" for s in samples)
     times = [s["time_s"] for s in samples]
@@ -545,3 +547,75 @@ def test_a_feed_without_sla_windows_still_shows(tmp_path):
     text = _render(dash)
     assert "1/2 done" in text and "│ sla" not in text
     assert "SLA" not in dash.line() and "window bsld" not in dash.line()
+
+
+# -- a run killed outright: its feed has no end record -----------------------------------
+
+_START = {"kind": "start", "title": "t", "start_s": 0.0, "span_s": 600.0, "jobs": 3,
+          "total_procs": 4, "sample_s": 60.0, "pace": None, "power": False, "sla": None}
+
+
+def _killed_feed(run: Path, start: dict, walls: tuple[float, ...], age_s: float) -> Path:
+    """A feed cut short (no end record): ``start``, a sample at each wall second of
+    ``walls``, its file last written ``age_s`` ago."""
+    run.mkdir()
+    samples = [{"kind": "sample", "time_s": 60.0 * i, "wall_s": w, "busy_procs": 1,
+                "active_procs": 4, "total_procs": 4, "queue_len": 0, "running": 1,
+                "done": i, "mean_bsld": 1.0, "utilization": 0.25}
+               for i, w in enumerate(walls)]
+    path = run / "live.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [start, *samples]))
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
+    return path
+
+
+def test_monitor_stops_when_the_run_on_this_host_is_gone(tmp_path, capsys, monkeypatch):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(done.stdout)  # a process that has ended
+    host = socket.gethostname()
+    _killed_feed(tmp_path / "run", {**_START, "pid": pid, "host": host}, (0.1, 0.2), 200)
+    from olsctl import live
+
+    real_monitor, polls = live.monitor, []
+
+    def sleep(s: float) -> None:  # it stops at its first look, not after waiting
+        polls.append(s)
+        assert len(polls) < 3, "the monitor still waits for a run that is gone"
+
+    monkeypatch.setattr(live, "monitor", lambda *a, **k: real_monitor(*a, sleep=sleep, **k))
+    assert main(["monitor", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"{tmp_path / 'run'}: the run is gone: process {pid} on "
+                                f"{host} ended without finishing its feed (killed?); its last "
+                                f"line is 3 min old"]
+
+
+@pytest.mark.parametrize("where, walls, said", [
+    ("elsewhere", (0.0, 10.0, 20.0), True),   # another host: cannot be checked
+    ("here", (0.0, 10.0, 20.0), True),         # alive here (this process), yet silent
+    ("elsewhere", (0.0, 150.0, 300.0), False),  # 10 min is under 5 gaps of 150 s
+    ("unnamed", (0.0, 10.0), True),            # a feed written before pid and host
+])
+def test_monitor_says_once_that_a_silent_feed_looks_stale(tmp_path, where, walls, said):
+    start = dict(_START)
+    if where != "unnamed":
+        start.update(pid=os.getpid() if where == "here" else 1,
+                     host=socket.gethostname() if where == "here" else "elsewhere.invalid")
+    path = _killed_feed(tmp_path / "run", start, walls, 600)
+    lines: list[str] = []
+    polls = []
+
+    def sleep(s: float) -> None:  # the run comes back after five silent polls
+        polls.append(s)
+        if len(polls) == 5:
+            with open(path, "a") as fh:
+                fh.write(json.dumps({"kind": "end", "status": "finished"}) + "\n")
+
+    end = monitor(tmp_path / "run", View(), sleep=sleep, say=lines.append)
+    assert end["status"] == "finished" and len(polls) == 5
+    stale = (f"{path}: no new line for 10 min: the run looks stale ("
+             + ("its writer" if where == "unnamed" else
+                f"process {start['pid']} on {start['host']}")
+             + " cannot be checked from here); still waiting, Ctrl-C stops")
+    assert lines == ([stale] if said else [])

@@ -300,7 +300,7 @@ def _check_slurm_recipe(tmp: Path, outputs: list[str]) -> None:
 
     assert outputs[0].strip() == (
         "wrote mine.swf and mine-key.csv (MaxProcs 8, from the most busy at once in the "
-        "log): 8 jobs, dropped 5 (2 cancelled before start, 2 pending, 1 still running), "
+        "log): 8 jobs, dropped 6 (2 cancelled before start, 3 pending, 1 still running), "
         "13 steps folded")
     assert body((tmp / "mine.swf").read_text()) == SAMPLE_SWF
     key = list(csv.reader((tmp / "mine-key.csv").read_text().splitlines()))

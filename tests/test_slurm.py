@@ -4,7 +4,7 @@ samples (tests/data/slurm), bad input, and ``olsctl run --trace`` straight on a 
 sample.sacct (UTC, 2024-01-05 from 10:00:00; seconds below count from then) holds:
   100        4 cpus, 00:20:00 limit, steps .batch .extern .0        submit 0
   110_1/_2   array tasks, 4 and 2 cpus, 01:00:00                    submit 10
-  110_[3-4]  the array's pending rest                               dropped: pending
+  110_[3-4]  the array's pending rest (tasks 3 and 4)       dropped: 2 pending jobs
   120+0/+1   heterogeneous job, 2 + 4 cpus, 1-00:00:00 and 2-00     submit 20
   130        2 cpus, UNLIMITED                                      submit 30
   131        1 cpu, Partition_Limit, OUT_OF_MEMORY                  submit 40
@@ -178,7 +178,7 @@ def test_sample_converts(tmp_path, capsys):
     # one summary line with the drops by reason (steps of every job counted as folded)
     assert out.strip().splitlines() == [
         f"wrote {swf} and {key} (MaxProcs 8, from the most busy at once in the log): "
-        "8 jobs, dropped 5 (2 cancelled before start, 2 pending, 1 still running), "
+        "8 jobs, dropped 6 (2 cancelled before start, 3 pending, 1 still running), "
         "13 steps folded"]
 
 
@@ -372,7 +372,7 @@ def test_run_on_the_sample_is_easy_by_hand(tmp_path, capsys, monkeypatch):
     assert starts == {1: 0, 2: 10, 3: 410, 4: 1000, 5: 410, 6: 510, 7: 1500, 8: 560}
     summary = json.loads((tmp_path / "tmp" / "summary.json").read_text())
     assert summary["load"]["kept"] == 8
-    assert summary["load"]["dropped"] == {"cancelled before start": 2, "pending": 2,
+    assert summary["load"]["dropped"] == {"cancelled before start": 2, "pending": 3,
                                           "still running": 1}
 
 
@@ -391,7 +391,7 @@ def test_trace_info_on_a_dump(capsys):
     code, out, err = cli(capsys, "trace", "info", SAMPLE, "--json")
     assert code == 0, err
     load = json.loads(out)["load"]
-    assert load["kept"] == 8 and load["records"] == 13
+    assert load["kept"] == 8 and load["records"] == 14
     w = load_workload(SAMPLE)
     assert w.machine_procs == 8 and w.procs.tolist() == [4, 4, 2, 6, 2, 1, 8, 2]
     assert w.requested_time_s.tolist() == [1200, 3600, 3600, 172800, -1, -1, 86400, 600]
@@ -420,3 +420,95 @@ def test_the_readme_sacct_command_has_what_the_converter_needs(tmp_path, capsys)
     swf = tmp_path / "r.swf"
     assert cli(capsys, "convert", "slurm", src, "--swf", swf)[0] == 0
     assert body(swf.read_text()) == SAMPLE_SWF
+
+
+# -- what a new user meets: encodings, missing columns, other formats, pending arrays ----
+
+
+def _dump(path: Path, columns: list[str], *rows: dict[str, str]) -> Path:
+    """A dump of ``columns``, each row GOOD's fields with ``rows``' changes."""
+    good = dict(zip(HEADER.split("|"), GOOD.split("|")))
+    lines = ["|".join(columns)] + ["|".join({**good, **r}[c] for c in columns) for r in rows]
+    path.write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+    return path
+
+
+def test_a_latin1_dump_keeps_users_apart_and_says_once_it_is_not_utf8(tmp_path, capsys):
+    """m\\xfcller and m\\xf6ller (Latin-1 bytes, not UTF-8) are two users, not one."""
+    src = _dump(tmp_path / "l.sacct", HEADER.split("|"), {"User": "ann"},
+                {"JobID": "43", "User": "m\u00fcller"}, {"JobID": "44", "User": "m\u00f6ller"},
+                {"JobID": "45", "User": "m\u00fcller"})
+    assert b"m\xfcller" in src.read_bytes()
+    swf, key = tmp_path / "l.swf", tmp_path / "l.csv"
+    code, out, err = cli(capsys, "convert", "slurm", src, "--swf", swf, "--key", key)
+    assert code == 0, err
+    assert [line.split()[11] for line in body(swf.read_text())] == ["1", "2", "3", "2"]
+    users = [r[2] for r in csv.reader(key.read_text(encoding="utf-8").splitlines())
+             if r[0] == "user"]
+    assert users == ["ann", "m\u00fcller", "m\u00f6ller"]
+    assert err.splitlines() == ["l.sacct: not UTF-8 (line 3 first): read as Latin-1, so "
+                                "names that differ in any byte stay different"]
+    # a UTF-8 dump with every column says nothing
+    assert cli(capsys, "convert", "slurm", SAMPLE, "--swf", swf)[2] == ""
+
+
+@pytest.mark.parametrize("drop, said", [
+    (["Timelimit"], ["no Timelimit column: requested times are unknown (-1), so --estimates "
+                     "user runs on the exact runtimes"]),
+    (["Elapsed", "AllocNodes", "User", "Account", "Group", "Partition"],
+     ["no Elapsed column: End - Start is not checked against Elapsed (a wrong --tz goes "
+      "unnoticed)", "no AllocNodes column: no node counts (no MaxNodes in the SWF header)",
+      "no User column: users are unknown (-1)",
+      "no Account column: groups are unknown (-1): there is no Group column either",
+      "no Partition column: queues are unknown (-1)"]),
+    (["Account"], []),  # Group stands in
+], ids=["timelimit", "all-others", "account-only"])
+def test_missing_optional_columns_are_named_with_what_follows(tmp_path, capsys, drop, said):
+    columns = [c for c in HEADER.split("|") if c not in drop]
+    src = _dump(tmp_path / "m.sacct", columns, {})
+    code, out, err = cli(capsys, "convert", "slurm", src, "--swf", tmp_path / "m.swf")
+    assert code == 0, err
+    assert err.splitlines() == [f"m.sacct: {line}" for line in said]
+    if "Timelimit" in drop:  # what the note says: user estimates are the runtimes
+        w = load_workload(tmp_path / "m.swf")
+        assert w.requested_time_s.tolist() == [-1]
+        assert w.estimate_s("user").tolist() == w.estimate_s("exact").tolist()
+
+
+@pytest.mark.parametrize("name, header", [
+    ("fixed.sacct", "JobID           JobName  Partition    Account  AllocCPUS      State"),
+    ("fixed.txt", "       JobID    Submit      Start        End  AllocCPUS      State"),
+    ("commas.txt", "JobID,Submit,Start,End,AllocCPUS,State"),
+])
+def test_a_dump_without_parsable2_is_told_to_use_it(tmp_path, capsys, name, header):
+    src = tmp_path / name
+    src.write_text(header + "\n------------ ---------- ----------\n42 x batch\n")
+    message = (f"TraceError: {name}:1: a header with JobID but no '|' (sacct's fixed-width "
+               f"output, or another delimiter): dump with sacct --parsable2")
+    code, _, err = cli(capsys, "convert", "slurm", src, "--swf", tmp_path / "o.swf")
+    assert code == 2 and err.splitlines() == [message]
+    code, _, err = cli(capsys, "run", "--trace", src, "--out", tmp_path / "run", "--quiet")
+    assert code == 2 and err.splitlines() == [message]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_pending_array_lines_count_one_job_per_task(tmp_path, capsys):
+    assert [parse_job_id(f"7_{t}").tasks for t in ("[5-9]", "[1,3,5-7]", "[5-9%2]",
+                                                   "[1-7:2]", "[0]", "3")] == [5, 5, 5, 4, 1, 1]
+    for bad in ("7_[5-]", "7_[9-5]", "7_[]", "7_[1-3%]", "7_[1-7:0]", "7_[a]"):
+        with pytest.raises(ValueError):
+            parse_job_id(bad)
+    never = {"Start": "Unknown", "End": "Unknown", "AllocCPUS": "0", "AllocNodes": "0"}
+    src = _dump(tmp_path / "a.sacct", HEADER.split("|"), {},
+                {**never, "JobID": "43_[5-9]", "State": "PENDING"},
+                {**never, "JobID": "44_[1,3,5-7]", "State": "PENDING"},
+                {**never, "JobID": "45_[5-9%2]", "State": "CANCELLED by 7"},
+                {**never, "JobID": "46", "State": "PENDING"})
+    code, out, err = cli(capsys, "convert", "slurm", src, "--swf", tmp_path / "a.swf")
+    assert code == 0, err
+    assert "1 jobs, dropped 16 (5 cancelled before start, 11 pending)" in out
+    src.write_text(src.read_text().replace("44_[1,3,5-7]", "44_[1,3-]"))
+    code, _, err = cli(capsys, "convert", "slurm", src, "--swf", tmp_path / "a.swf")
+    assert code == 2
+    assert err.splitlines() == ["TraceError: a.sacct:4: field JobID: not a Slurm job id: "
+                                "'44_[1,3-]'"]

@@ -150,6 +150,12 @@ CLEAN_FILES = {
     "repeated-key": _swf(JOB_1, header="; Queue: a\n; Queue: b\n; MaxProcs: 8\n"),
 }
 
+#: LLNL-Thunder's placeholder records (submit time, runtime and processors all -1), out of
+#: submit order: before, between and after jobs that ran
+PLACEHOLDERS = _swf(_job(5, -1, -1, -1), JOB_1, _job(7, -1, -1, -1, f13=2), JOB_2,
+                    _job(3, 20, 0, 2), _job(9, -1, -1, -1))
+CLEAN_FILES["unknown-submit-times"] = PLACEHOLDERS
+
 #: files the bulk reader declines (each must give the line reader's error, or skip)
 DECLINED_FILES = {
     "semicolon-in-job": _swf(JOB_1, JOB_2 + " ; x"),
@@ -167,6 +173,7 @@ OUT_OF_ORDER_FILES = {
     "submit-goes-back": _swf(_job(1, 10, 100, 2), _job(2, 5, 50, 4), _job(3, 20, 5, 1)),
     "negative-submit": _swf(_job(1, -5, 100, 2), _job(2, 5, 50, 4)),
     "repeated-id": _swf(_job(1, 0, 100, 2), _job(1, 5, 50, 4), _job(3, 20, 5, 1)),
+    "unknown-submit-repeats-id": _swf(JOB_1, _job(1, -1, -1, -1), JOB_2),
 }
 
 
@@ -202,6 +209,30 @@ def test_bulk_reader_loads_as_the_line_reader(tmp_path, monkeypatch, name):
     assert bulk == lines
     if name == "signs-and-negative-zero":  # -0 is -0.0, as float() reads it
         assert np.signbit(load_workload(path).submit_s[0])
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "line-by-line"])
+def test_records_of_unknown_submit_time_are_dropped_and_counted(tmp_path, monkeypatch,
+                                                                 capsys, bulk):
+    """A record whose submit time is -1 (unknown) is dropped and counted by reason, out
+    of the submit order, as one with no runtime is; the log then runs. A known negative
+    submit time is still an error."""
+    if not bulk:
+        monkeypatch.setattr("olsctl.swf.SwfReader.table", lambda self: None)
+    path = tmp_path / "thunder-like.swf"
+    path.write_text(PLACEHOLDERS)
+    w = load_workload(path)
+    assert w.job_id.tolist() == [1, 2] and w.report.records == 6 and w.report.kept == 2
+    assert list(w.report.dropped.items()) == [("submit time unknown", 3), ("runtime <= 0", 1)]
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--trace", path.name, "--out", "o", "--quiet"]) == 0
+    load = json.loads((tmp_path / "o" / "summary.json").read_text())["load"]
+    assert load["dropped"] == {"runtime <= 0": 1, "submit time unknown": 3}
+    capsys.readouterr()
+    path.write_text(_swf(JOB_1, _job(7, -2, 30, 1), JOB_2))
+    assert main(["trace", "info", path.name]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "TraceError: thunder-like.swf:3: field 2 (submit_time) is negative: -2")
 
 
 def test_bulk_reader_reads_the_bundled_logs_as_the_line_reader(monkeypatch):

@@ -87,6 +87,8 @@ def cmd_convert_slurm(args: argparse.Namespace, out: Console, err: Console) -> i
     key = Path(args.key) if args.key else None
     conv = convert(Path(args.source), Path(args.swf), key, args.procs, args.units, args.tz,
                    args.skip_bad_lines)
+    for note in conv.notes:  # (a dump not in UTF-8, optional columns missing)
+        err.print(note, highlight=False, markup=False, soft_wrap=True)
     also = f" and {args.key}" if args.key else ""
     out.print(f"wrote {args.swf}{also} (MaxProcs {conv.machine_procs:,}, from "
               f"{conv.machine_from}): {conv.summary()}",

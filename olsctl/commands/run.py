@@ -47,6 +47,9 @@ def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.quiet and err.is_terminal and not args.live:
         from olsctl.terminal import job_progress
         progress = job_progress(err)
+    elif not args.quiet and not args.live:  # a pipe or a file: a plain line now and then
+        from olsctl.runner import PlainProgress
+        progress = PlainProgress(say_on(err))
     t0 = time.perf_counter()
     try:
         result = execute(config, progress, live, silent if args.quiet else say_on(err))
@@ -116,15 +119,17 @@ def _strict_text(summary: dict) -> str:
 
 
 def cmd_monitor(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Exit 0 when the run finished (or on Ctrl-C), 1 when it failed or was interrupted."""
+    """Exit 0 when the run finished (or on Ctrl-C), 1 when it failed, was interrupted or
+    is gone (killed on this host: no end record, and its process no longer exists)."""
     from olsctl.live import monitor, view_for
 
     try:
-        end = monitor(Path(args.dir), view_for(out), args.replay, args.speed)
+        end = monitor(Path(args.dir), view_for(out), args.replay, args.speed, say=say_on(err))
     except KeyboardInterrupt:
         return EXIT_OK
     if end["status"] != "finished":
-        what = "was interrupted" if end["status"] == "interrupted" else end["status"]
+        what = {"interrupted": "was interrupted", "gone": "is gone"}.get(end["status"],
+                                                                         end["status"])
         err.print(f"{args.dir}: the run {what}"
                   + (f": {end['error']}" if end.get("error") else ""),
                   markup=False, highlight=False, soft_wrap=True)

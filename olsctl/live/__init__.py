@@ -11,9 +11,11 @@ machine, into the same views.
 
 Feed lines: a ``start`` record (title, first submission, span, jobs, processors, sample
 interval, pace, the controller's SLA, and ``sla_windows``: the SLA the run's windows are
-judged by, with the window length and origin), then ``sample`` records, and after the run
-an ``end`` record (``status``: finished, failed or interrupted). Only ``wall_s`` depends on
-the machine.
+judged by, with the window length and origin, and the writer's ``pid`` and ``host``), then
+``sample`` records, and after the run an ``end`` record (``status``: finished, failed or
+interrupted). Only ``wall_s``, ``pid`` and ``host`` depend on the machine. A run killed
+outright writes no end: :func:`monitor` then stops when the writer ran on this host and
+its process is gone, and says when the feed looks stale otherwise.
 
 How SLA windows are judged as the run goes: :mod:`olsctl.live.windows`. The parts:
 :mod:`~olsctl.live.feed` (the feed file and its record checks),

@@ -143,7 +143,7 @@ _FLAG = (lambda v: isinstance(v, bool), "true or false")
 RECORD_FIELDS = {
     "start": (("start_s", _NUMBER, True), ("span_s", _NUMBER, True), ("jobs", _INT, True),
               ("title", _TEXT, None), ("pace", _NUMBER, False), ("sla", _MAPPING, False),
-              ("sla_windows", _MAPPING, False)),
+              ("sla_windows", _MAPPING, False), ("pid", _INT, None), ("host", _TEXT, None)),
     "sample": (("time_s", _NUMBER, True), ("wall_s", _NUMBER, True),
                ("busy_procs", _INT, True), ("active_procs", _INT, True),
                ("total_procs", _INT, True), ("queue_len", _INT, True), ("done", _INT, True),

@@ -6,6 +6,8 @@ only), paces it, and hands each sample to its feed and its view.
 from __future__ import annotations
 
 import math
+import os
+import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,7 +93,8 @@ class LiveRun:
                                                          "max": settings.sla_max},
                   "sla_windows": {"metric": self.sla.metric, "max": self.sla.max,
                                   "window_s": self.sla.window_s, "origin_s": origin,
-                                  "origin_date": origin_date}}
+                                  "origin_date": origin_date},
+                  "pid": os.getpid(), "host": socket.gethostname()}  # (for olsctl monitor)
         self.dashboard = Dashboard(header)
         self.feed.open()
         self._opened = True

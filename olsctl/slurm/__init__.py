@@ -20,7 +20,8 @@ Choices, so that each line of the log has one meaning:
   together, so the sum is what the job held.
 - Jobs that never ran (no Start, or nothing allocated: a pending job, a pending array
   line ``1234_[1-10]``, a job cancelled while pending) and jobs without an end (still
-  running when sacct ran) are dropped and counted by reason. A requeued job listed with
+  running when sacct ran) are dropped and counted by reason; an array line counts each
+  task it lists (``1234_[1,3,5-7%2]``: 5 jobs). A requeued job listed with
   ``--duplicates`` gives one job per attempt that ran (the earlier ones in state
   REQUEUED, status 0).
 - Times are converted to UTC epoch seconds first: sacct prints the cluster's local time
@@ -36,6 +37,12 @@ Choices, so that each line of the log has one meaning:
   (failed, timeout, node failure, out of memory, preempted, requeued, ...), user,
   group (the Account, else the Group column) and queue (the partition) numbered 1..k in
   order of first appearance; every other field -1.
+
+A dump that is not UTF-8 is read as Latin-1 (one character a byte, so names that differ
+in any byte stay apart), and the converter says so; it also names the optional columns a
+dump lacks, with what follows (no Timelimit: no requested times, so user estimates are the
+runtimes). A header naming JobID without a '|' is refused with a hint: dump with
+``sacct --parsable2``.
 
 The parts: :mod:`~olsctl.slurm.sacct` (sacct's text: lines, fields, grouping),
 :mod:`~olsctl.slurm.jobs` (one SWF job per Slurm job) and :mod:`~olsctl.slurm.converter`

@@ -5,6 +5,10 @@ and counts of what was kept, dropped and skipped), and :class:`SacctReader`, thr
 
 from __future__ import annotations
 
+import codecs
+import gzip
+import io
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,9 +18,9 @@ from zoneinfo import ZoneInfo
 from olsctl.errors import ConfigError, TraceError
 from olsctl.run_files import write_atomic
 from olsctl.slurm.jobs import Dropped, SlurmJob, _numbering, _peak, job_record, swf_line
-from olsctl.slurm.sacct import (UNITS, SacctRow, group_lines, parse_header, parse_row,
-                                zone_of)
-from olsctl.swf import SwfHeader, SwfRecord, open_text, parse_line
+from olsctl.slurm.sacct import (UNITS, SacctRow, group_lines, missing_columns, parse_header,
+                                parse_row, zone_of)
+from olsctl.swf import SwfHeader, SwfRecord, parse_line
 
 
 @dataclass
@@ -35,6 +39,8 @@ class Conversion:
     bad_lines: int = 0
     first_error: str | None = None
     elapsed_mismatches: int = 0
+    #: what the user should know about the dump, a line each (``source: ...``)
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line: jobs kept, dropped by reason, steps folded, lines skipped."""
@@ -62,6 +68,7 @@ def _rows(lines: Iterable[str], source: str, units: str, skip_bad_lines: bool,
     if not header.strip():
         raise TraceError(f"{source}: empty file (expected a sacct --parsable2 header line)")
     columns = parse_header(header, source, units)
+    conv.notes += [f"{source}: {note}" for note in missing_columns(columns, units)]
     for line_no, text in enumerate(lines, start=2):
         if not text.strip():
             continue
@@ -90,7 +97,7 @@ def _jobs(lines: Iterable[str], source: str, units: str, zone: ZoneInfo,
             continue
         conv.steps += lines_of_job.steps
         if isinstance(rec, Dropped):
-            conv.dropped[rec.reason] = conv.dropped.get(rec.reason, 0) + 1
+            conv.dropped[rec.reason] = conv.dropped.get(rec.reason, 0) + rec.tasks
         else:
             jobs.append(rec)
     if not jobs:
@@ -132,17 +139,18 @@ def _header(jobs: list[SlurmJob], source: str, procs: int | None, units: str, tz
 
 def convert_lines(lines: Iterable[str], source: str, procs: int | None = None,
                   units: str = "cpus", tz: str = "UTC",
-                  skip_bad_lines: bool = False) -> Conversion:
+                  skip_bad_lines: bool = False, notes: Iterable[str] = ()) -> Conversion:
     """The SWF text and key of a dump given as lines (the header first).
 
     ``procs`` sets ``MaxProcs``; without it, the most ``units`` busy at once in the log.
     Raises :class:`TraceError` naming file, line and field for bad input (with
     ``skip_bad_lines`` a bad line is skipped and counted instead), or if no job ran.
+    ``notes`` (about reading the file) come first in the conversion's notes.
     """
     if procs is not None and procs < 1:
         raise ConfigError(f"command line: --procs: must be >= 1 (got {procs})")
     zone = zone_of(tz)
-    conv = Conversion("", "", [], 0, 0, "")
+    conv = Conversion("", "", [], 0, 0, "", notes=list(notes))
     jobs = _jobs(lines, source, units, zone, skip_bad_lines, conv)
     conv.jobs = len(jobs)
     conv.elapsed_mismatches = sum(j.elapsed_mismatch for j in jobs)
@@ -167,12 +175,27 @@ def _csv(text: str) -> str:
     return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
 
 
-def _read_lines(src: Path) -> list[str]:
+def _read_lines(src: Path) -> tuple[list[str], list[str]]:
+    """The lines of a dump (plain or gzipped; universal newlines; a UTF-8 byte-order mark
+    skipped) and a note if it is not UTF-8: it is then read as Latin-1, one character a
+    byte, so that names differing in any byte stay different names."""
     try:
-        with open_text(src) as fh:
-            return fh.readlines()
-    except (OSError, EOFError, UnicodeError) as exc:
-        raise TraceError(f"{src.name}: cannot read: {exc}") from None
+        data = src.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceError(f"{src.name}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+                         ) from None
+    data = data[3:] if data.startswith(codecs.BOM_UTF8) else data
+    notes = []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_no = data.count(b"\n", 0, exc.start) + 1
+        text = data.decode("latin-1")
+        notes.append(f"{src.name}: not UTF-8 (line {line_no} first): read as Latin-1, so "
+                     f"names that differ in any byte stay different")
+    return io.StringIO(text, newline=None).readlines(), notes
 
 
 def convert(src: Path, swf_out: Path, key_out: Path | None = None, procs: int | None = None,
@@ -180,7 +203,8 @@ def convert(src: Path, swf_out: Path, key_out: Path | None = None, procs: int | 
     """Write ``swf_out`` (and ``key_out``) from the sacct dump at ``src``. All input is
     checked before anything is written; each file is written whole or not at all."""
     src = Path(src)
-    conv = convert_lines(_read_lines(src), src.name, procs, units, tz, skip_bad_lines)
+    lines, notes = _read_lines(src)
+    conv = convert_lines(lines, src.name, procs, units, tz, skip_bad_lines, notes)
     outputs = [("--swf", Path(swf_out), conv.swf_text)]
     if key_out is not None:
         outputs.append(("--key", Path(key_out), conv.key_text))
@@ -217,7 +241,7 @@ class SacctReader:
         return self.path.name
 
     def __iter__(self) -> Iterator[SwfRecord]:
-        conv = convert_lines(_read_lines(self.path), self.source,
+        conv = convert_lines(_read_lines(self.path)[0], self.source,
                              skip_bad_lines=self.skip_bad_lines)
         self.bad_lines, self.first_error = conv.bad_lines, conv.first_error
         self.dropped = dict(conv.dropped)

@@ -38,10 +38,12 @@ class SlurmJob:
 @dataclass(frozen=True)
 class Dropped:
     """A job left out of the SWF, and why (``pending``, ``cancelled before start``,
-    ``never started``, ``still running``)."""
+    ``never started``, ``still running``); ``tasks``: the jobs it stands for (a pending
+    array line ``1234_[5-9]``: each of its 5 tasks)."""
 
     name: str
     reason: str
+    tasks: int = 1
 
 
 def _field_error(source: str, row: SacctRow, column: str, what: str) -> TraceError:
@@ -124,10 +126,10 @@ def job_record(lines: JobLines, zone: ZoneInfo, units: str, source: str) -> Slur
         if p.start_s is None:
             reason = ("pending" if p.state in ACTIVE else
                       "cancelled before start" if p.state == "CANCELLED" else "never started")
-            return Dropped(name, reason)
+            return Dropped(name, reason, lead.row.job_id.tasks)
     for p in parts:
         if p.state in ACTIVE or p.end_s is None:
-            return Dropped(name, "still running")
+            return Dropped(name, "still running", lead.row.job_id.tasks)
     state = next((p.state for p in parts if p.state != "COMPLETED"), "COMPLETED")
     limits = [p.limit_s for p in parts]
     fields = lead.row.fields

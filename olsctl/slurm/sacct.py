@@ -32,12 +32,25 @@ ACTIVE = frozenset({
     "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED", "SIGNALING",
     "STAGE_OUT", "RESIZING", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
 })
+#: What follows when an optional column is missing (Account and Group stand in for each
+#: other; AllocCPUS is not read with units nodes)
+MISSING = {
+    "Timelimit": "requested times are unknown (-1), so --estimates user runs on the exact "
+                 "runtimes",
+    "Elapsed": "End - Start is not checked against Elapsed (a wrong --tz goes unnoticed)",
+    "AllocNodes": "no node counts (no MaxNodes in the SWF header)",
+    "User": "users are unknown (-1)",
+    "Account": "groups are unknown (-1): there is no Group column either",
+    "Partition": "queues are unknown (-1)",
+}
 NO_LIMIT = frozenset({"UNLIMITED", "Partition_Limit", ""})
 NO_TIME = frozenset({"Unknown", "None", ""})
 
 # base id, then an array task (7, or [1-10%2] for a pending array), then a
 # heterogeneous component (+1), then a step (.batch, .extern, .0)
 _JOB_ID = re.compile(r"(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.(\S+))?")
+# one part of an array's task list: 5, 5-9 or 1-7:2 (a step)
+_TASKS = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 
 
 class JobId(NamedTuple):
@@ -57,6 +70,14 @@ class JobId(NamedTuple):
     def name(self) -> str:
         """The job's name in the key file: ``1234``, ``1234_7`` (a het job: its base)."""
         return f"{self.base}" if self.task is None else f"{self.base}_{self.task}"
+
+    @property
+    def tasks(self) -> int:
+        """How many jobs the id stands for: the tasks of a pending array line
+        (``1234_[5-9]``: 5), else 1."""
+        if self.task is None or not self.task.startswith("["):
+            return 1
+        return sum(len(r) for r in array_tasks(self.task))
 
     def sort_key(self) -> tuple[int, int]:
         return self.base, int(self.task) if self.task and self.task.isdigit() else -1
@@ -89,7 +110,32 @@ def parse_job_id(text: str) -> JobId:
     if match is None:
         raise ValueError(text)
     base, task, het, step = match.groups()
+    if task is not None and task.startswith("["):
+        array_tasks(task)  # (checked here: the line is named if it is malformed)
     return JobId(int(base), task, None if het is None else int(het), step)
+
+
+def array_tasks(text: str) -> list[range]:
+    """The task numbers of a pending array line's task list, as sacct prints it:
+    ``[5-9]``, ``[1,3,5-7]``, ``[1-7:2]`` (a step), with a ``%4`` throttle (the most
+    tasks run at once) at the end; ValueError for anything else."""
+    inner = text[1:-1] if text.startswith("[") and text.endswith("]") else None
+    if not inner:
+        raise ValueError(text)
+    inner, _pct, limit = inner.partition("%")
+    if _pct and not limit.isdigit():
+        raise ValueError(text)
+    ranges = []
+    for part in inner.split(","):
+        match = _TASKS.fullmatch(part)
+        if match is None:
+            raise ValueError(text)
+        first, last, step = (None if g is None else int(g) for g in match.groups())
+        last = first if last is None else last
+        if last < first or step == 0:
+            raise ValueError(text)
+        ranges.append(range(first, last + 1, step or 1))
+    return ranges
 
 
 def zone_of(name: str) -> ZoneInfo:
@@ -168,9 +214,15 @@ def state_of(text: str) -> str:
 # -- lines ------------------------------------------------------------------------------
 
 
+# a header line of sacct's output without --parsable2 (fixed width, or another
+# delimiter): it names JobID but holds no '|'
+_NO_PIPES = re.compile(r"[^|]*\bjobid\b[^|]*", re.IGNORECASE)
+
+
 def is_sacct(path: Path) -> bool:
     """A sacct dump: a ``.sacct`` name, or a first line that is a pipe-separated header
-    with a ``JobID`` column."""
+    with a ``JobID`` column (or starts with ``JobID`` and has no '|': a dump made
+    without --parsable2, which :func:`parse_header` then refuses with a hint)."""
     path = Path(path)
     if path.suffix == ".sacct" or path.name.endswith(".sacct.gz"):
         return True
@@ -179,12 +231,15 @@ def is_sacct(path: Path) -> bool:
             first = fh.readline(4096)
     except (TraceError, OSError, EOFError, UnicodeError):
         return False
+    if _NO_PIPES.fullmatch(first) and re.match(r"\s*jobid\b", first, re.IGNORECASE):
+        return True
     return "|" in first and "jobid" in {c.strip().lower() for c in first.split("|")}
 
 
 def parse_header(text: str, source: str, units: str = "cpus") -> list[str]:
     """Column names of the header line, in sacct's spelling; :class:`TraceError` naming
-    the missing required columns."""
+    the missing required columns, or asking for --parsable2 when the line names JobID
+    but holds no '|'."""
     if units not in UNITS:
         raise ConfigError(f"command line: --units: must be cpus or nodes (got {units!r})")
     raw = [c.strip() for c in text.rstrip("\n").split("|")]
@@ -192,6 +247,9 @@ def parse_header(text: str, source: str, units: str = "cpus") -> list[str]:
         raw.pop()
     canonical = {c.lower(): c for c in REQUIRED + OPTIONAL}
     columns = [canonical.get(c.lower(), c) for c in raw]
+    if "JobID" not in columns and _NO_PIPES.fullmatch(text):
+        raise TraceError(f"{source}:1: a header with JobID but no '|' (sacct's fixed-width "
+                         f"output, or another delimiter): dump with sacct --parsable2")
     if "JobID" not in columns:
         raise TraceError(f"{source}:1: not a sacct --parsable2 header (no JobID column; "
                          f"run sacct without --noheader): {text.strip()[:80]!r}")
@@ -201,6 +259,18 @@ def parse_header(text: str, source: str, units: str = "cpus") -> list[str]:
         raise TraceError(f"{source}:1: header lacks column(s) {', '.join(missing)} "
                          f"(add them to sacct --format)")
     return columns
+
+
+def missing_columns(columns: list[str], units: str = "cpus") -> list[str]:
+    """One line per optional column the header lacks that the conversion would read:
+    the column, and what follows without it (:data:`MISSING`)."""
+    have = set(columns)
+    if "Group" in have:
+        have.add("Account")
+    if units == "nodes":
+        have.add("AllocNodes")  # (required then)
+    return [f"no {column} column: {what}" for column, what in MISSING.items()
+            if column not in have]
 
 
 def parse_row(text: str, columns: list[str], line_no: int, source: str) -> SacctRow:
