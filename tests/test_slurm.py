@@ -260,7 +260,7 @@ def test_local_times_read_as_utc_fail_with_a_hint(tmp_path, capsys):
                            (DATA / "dst.sacct").read_text().splitlines()[:4]))
     code, out, _ = cli(capsys, "convert", "slurm", src, "--swf", swf)
     assert code == 0
-    assert "1 jobs' End - Start differs from Elapsed (is --tz the cluster's zone?)" in out
+    assert "1 job's End - Start differs from Elapsed (is --tz the cluster's zone?)" in out
     assert body(swf.read_text())[0].split()[3] == "4800"  # 01:50 -> 03:10 read as 80 min
 
 
@@ -512,3 +512,16 @@ def test_pending_array_lines_count_one_job_per_task(tmp_path, capsys):
     assert code == 2
     assert err.splitlines() == ["TraceError: a.sacct:4: field JobID: not a Slurm job id: "
                                 "'44_[1,3-]'"]
+
+
+def test_the_summary_counts_one_of_a_kind_in_the_singular():
+    """One bad line and one job whose times disagree read as such, two as two."""
+    from olsctl.slurm.converter import Conversion
+
+    def summary(n: int) -> str:
+        return Conversion("", "", [], n, 4, "x", bad_lines=n, first_error="x",
+                          elapsed_mismatches=n).summary()
+
+    one, two = summary(1), summary(2)
+    assert "1 bad line skipped" in one and "1 job's End - Start" in one
+    assert "2 bad lines skipped" in two and "2 jobs' End - Start" in two

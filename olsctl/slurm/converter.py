@@ -51,9 +51,11 @@ class Conversion:
         if self.orphan_steps:
             parts.append(f"{self.orphan_steps:,} steps without their job ignored")
         if self.bad_lines:
-            parts.append(f"{self.bad_lines:,} bad lines skipped (first: {self.first_error})")
+            lines = "bad line" if self.bad_lines == 1 else "bad lines"
+            parts.append(f"{self.bad_lines:,} {lines} skipped (first: {self.first_error})")
         if self.elapsed_mismatches:
-            parts.append(f"{self.elapsed_mismatches:,} jobs' End - Start differs from "
+            whose = "job's" if self.elapsed_mismatches == 1 else "jobs'"
+            parts.append(f"{self.elapsed_mismatches:,} {whose} End - Start differs from "
                          f"Elapsed (is --tz the cluster's zone?)")
         return ", ".join(parts)
 
