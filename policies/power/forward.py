@@ -16,8 +16,8 @@ from olsctl.policies.core.backfill import INF
 from olsctl.policies.core.bound import MEAN_BSLD
 from olsctl.policies.core.jit import kernel, specialize, warm_up
 from olsctl.policies.core.loop import (DUE, METRIC, NQ, N_CLOCK, N_COUNTS, N_TAIL,
-                                       still_waiting, what_if_loop)
-from olsctl.policies.core.order import WFP
+                                       order_started, still_waiting, what_if_loop)
+from olsctl.policies.core.order import WFP, rank_queue
 from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, K_FORCE, K_PREDICTED,
                                            K_TOTAL, K_WINDOW, N_KFLT, N_KINT, FORCE_RESERVE,
                                            knapsack_pass, phase_power, recent_mean)
@@ -47,10 +47,17 @@ def knapsack_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.
     adds its true ``jstat`` to its user's last jobs (``ring``, ``ring_n``), and the
     user's prediction becomes their weighted mean (:func:`recent_mean`, the last
     ``learn[L_WINDOW]``, weights ``alpha`` ** age)."""
+    nq = count[NQ]
+    order = np.empty(nq, dtype=np.int64)  # (in WFP order: the last pass's order)
+    rank = np.empty(len(procs), dtype=np.int64)
+    for i in range(nq):
+        order[i] = queue[i]
+        rank[queue[i]] = i
     return knapsack_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
                          heap_j, started, clock, count, seen, bsld_s,
                          (runtime, juser, gpred, ring, ring_n, jstat, ph_off, ph_start, ph_w,
-                          run_w, entry, kint, kflt, learn, alpha))
+                          run_w, entry, kint, kflt, learn, alpha, order, rank,
+                          np.empty(len(procs))))
 
 
 @kernel(inline=True)
@@ -73,15 +80,22 @@ def knapsack_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: i
     """The knapsack's pass in the what-if loop: the running jobs' power now, from their
     phases, then :func:`knapsack_pass`."""
     (runtime, juser, gpred, ring, ring_n, jstat, ph_off, ph_start, ph_w, run_w, entry,
-     kint, kflt, learn, alpha) = ps
+     kint, kflt, learn, alpha, order, rank, key) = ps
     busy = 0
     for k in range(n_run):
         j = np.int64(running[k, 1])
         busy += procs[j]
         run_w[j] = phase_power(now, start[j], runtime[j], ph_start, ph_w, ph_off[j],
                                ph_off[j + 1])
-    ns, n_run = knapsack_pass(code, now, idle + busy, busy, queue, nq, procs, est, submit,
-                              start, running, n_run, run_w, juser, gpred, entry, kint, kflt,
+    if busy >= idle + busy or nq == 0:
+        return 0, n_run, mark  # nothing can start (the pass would return at once)
+    if code == WFP:  # the last pass's order, put in the order of now
+        rank_queue(code, now, order, nq, rank, key, queue, procs, est, submit)
+        ordered = order
+    else:
+        ordered = queue
+    ns, n_run = knapsack_pass(now, idle + busy, busy, ordered, nq, procs, est, start,
+                              running, n_run, run_w, juser, gpred, entry, kint, kflt,
                               started)
     return ns, n_run, mark
 
@@ -89,7 +103,10 @@ def knapsack_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: i
 @kernel(inline=True)
 def knapsack_started(code: int, ps: tuple, ns: int, nq: int, mark: int, queue: np.ndarray,
                      start: np.ndarray, procs: np.ndarray) -> tuple:
-    """``ns`` jobs started: the queue (arrival order) moves up behind them."""
+    """``ns`` jobs started: the queue (arrival order) moves up behind them, and in WFP
+    order the last pass's order too."""
+    if code == WFP:
+        return order_started(ps[15], queue, nq, start, ns), mark
     return still_waiting(queue, nq, start, ns), mark
 
 
@@ -121,7 +138,8 @@ def knapsack_woke(ps: tuple, active: int) -> None:
 #: (runtimes, each job's prediction group, each group's prediction, the history's last
 #: jobs per user and their counts, each job's true stat, the phases (offsets, starts,
 #: levels), room for the running jobs' power, window entries, the pass's settings
-#: (``kint``, ``kflt``), the history's settings and its weight ``alpha``)
+#: (``kint``, ``kflt``), the history's settings and its weight ``alpha``, then in WFP
+#: order the last pass's order, each job's arrival rank and room for its key)
 knapsack_loop = specialize(what_if_loop, "knapsack_loop", refcounts=False,
                            pass_by_position=knapsack_by_position, pass_marks=knapsack_marks,
                            pass_step=knapsack_step, pass_started=knapsack_started,

@@ -16,7 +16,6 @@ import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.order import order_into
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
@@ -70,18 +69,18 @@ def phase_power(now: float, start: float, runtime: float, ph_start: np.ndarray,
 
 
 @kernel
-def knapsack_pass(code: int, now: float, active: int, busy: int, queue: np.ndarray,
-                  nq: int, procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
-                  start: np.ndarray, running: np.ndarray, n_run: int, run_w: np.ndarray,
-                  juser: np.ndarray, gpred: np.ndarray, entry: np.ndarray,
-                  kint: np.ndarray, kflt: np.ndarray, started: np.ndarray) -> tuple:
+def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: int,
+                  procs: np.ndarray, est: np.ndarray, start: np.ndarray,
+                  running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
+                  gpred: np.ndarray, entry: np.ndarray, kint: np.ndarray,
+                  kflt: np.ndarray, started: np.ndarray) -> tuple:
     """One pass of Wallace's window knapsack
     (:class:`olsctl.policies.power.knapsack.WindowKnapsack` gives the rules) at ``now``
-    over the waiting jobs ``queue[:nq]`` (arrival order, their ``start`` NaN) in order
-    ``code``, with ``active`` processors of which ``busy`` are in use by the running jobs
-    ``running[:n_run]`` ((expected end, job) rows, ascending). Jobs it starts get their
-    start time, join the running rows and are listed in ``started``; window entries are
-    marked in ``entry``. Returns (jobs started, running jobs)."""
+    over the waiting jobs ``ordered[:nq]`` (in the policy's queue order, their ``start``
+    NaN; left as they are), with ``active`` processors of which ``busy`` are in use by
+    the running jobs ``running[:n_run]`` ((expected end, job) rows, ascending). Jobs it
+    starts get their start time, join the running rows and are listed in ``started``;
+    window entries are marked in ``entry``. Returns (jobs started, running jobs)."""
     ns = 0
     if busy >= active or nq == 0:
         return ns, n_run
@@ -91,8 +90,6 @@ def knapsack_pass(code: int, now: float, active: int, busy: int, queue: np.ndarr
     idle_w = kflt[F_IDLE]
     room = kflt[F_CAP] - measured_w(active, busy, kint[K_TOTAL], procs, running, n_run,
                                     run_w, juser, gpred, predicted, idle_w, kflt[F_SLEEP])
-    ordered = np.empty(nq, dtype=np.int64)
-    order_into(code, now, queue[:nq], procs, est, submit, ordered)
     holding = False
     held = -1
     until = 0.0
@@ -103,12 +100,14 @@ def knapsack_pass(code: int, now: float, active: int, busy: int, queue: np.ndarr
             if procs[held] > active - busy or rise > room:
                 if force == FORCE_WHEN_FITS or n_run == 0:
                     # nothing else starts before the held job (the idle rule aside)
-                    for i in range(nq - 1, 0, -1):
-                        if ordered[i] == held:
-                            ordered[1:i + 1] = ordered[0:i].copy()
-                            ordered[0] = held
-                            break
-                    ns, n_run = start_if_idle(now, active, busy, ordered, nq, procs, est,
+                    first = np.empty(nq, dtype=np.int64)
+                    first[0] = held
+                    k = 1
+                    for i in range(nq):
+                        if ordered[i] != held:
+                            first[k] = ordered[i]
+                            k += 1
+                    ns, n_run = start_if_idle(now, active, busy, first, nq, procs, est,
                                               start, running, n_run, kint, started, ns)
                     return ns, n_run
                 holding = True

@@ -85,12 +85,14 @@ class WindowKnapsack(_PowerPolicy):
         kflt = np.array((p.idle_w, p.sleep_w, p.cap_now(state)))
         entry = np.array(pick(p.window_entry), dtype=float)
         started = np.empty(m, dtype=np.int64)
-        ns, _ = compiled().knapsack_pass(
-            ORDER_CODES[self.order], state.now_s, state.active_procs, state.busy_procs,
-            np.arange(nr, m), m - nr, np.array(pick(state.procs), dtype=np.int64),
-            np.array(pick(state.estimate_s), dtype=float),
-            np.array(pick(state.submit_s), dtype=float), np.full(m, np.nan), rows, nr,
-            run_w, juser, gpred, entry, kint, kflt, started)
+        k = compiled()
+        procs = np.array(pick(state.procs), dtype=np.int64)
+        est = np.array(pick(state.estimate_s), dtype=float)
+        ordered = k.ordered_queue(ORDER_CODES[self.order], state.now_s, np.arange(nr, m),
+                                  procs, est, np.array(pick(state.submit_s), dtype=float))
+        ns, _ = k.knapsack_pass(state.now_s, state.active_procs, state.busy_procs, ordered,
+                                m - nr, procs, est, np.full(m, np.nan), rows, nr, run_w,
+                                juser, gpred, entry, kint, kflt, started)
         window_entry = p.window_entry
         for i, j in enumerate(queue, nr):
             window_entry[j] = float(entry[i])
