@@ -6,8 +6,8 @@ partition's free processors over future time, the fit test and the reservations.
 A job takes processors from its own partition first and, with ``borrow``, idle ones
 from the others (lowest index first), never where a reservation needs them. Each running
 job's allocation, the processors it holds per partition, is kept in ``state.alloc`` (it
-returns to the owners when the job ends). The rules are MQBF.md's, summarised in the
-README. Every pass is a full pass; reservations are computed when a later start could
+returns to the owners when the job ends). The rules are docs/mqbf.md's, summarised in
+docs/policies.md. Every pass is a full pass; reservations are computed when a later start could
 depend on them, in pivot order (``settle()`` computes the rest).
 
 :class:`OracleMqbf` runs it as a policy with an MQBF policy's settings.

@@ -1,5 +1,5 @@
-"""MQBF's pivots and the run's record of those that started late (MQBF.md, Pivots and
-borrowing; README, MQBF).
+"""MQBF's pivots and the run's record of those that started late (docs/mqbf.md, Pivots
+and borrowing; docs/policies.md, MQBF in more detail).
 
 A pivot is a queue's first job that cannot start; it gets a reservation, rebuilt at
 every pass. Without borrowing, under FCFS and with the active processors left alone, each

@@ -1,8 +1,9 @@
-"""The README stays true: every command and config key it shows exists and runs."""
+"""The README stays true: its quick start and recipes run as written and show what they
+say. The machinery that reads shell and Python examples out of Markdown lives here too;
+tests/test_docs.py uses it on the pages in docs/."""
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import re
@@ -14,30 +15,40 @@ import pytest
 import yaml
 
 from olsctl.cli import main
-from olsctl.config import CONTROLLER_KEYS, POWER_KEYS, TOP_LEVEL, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the languages of the fenced blocks that hold shell examples
+SHELL = ("sh", "console", "bash")
+#: the README's test command: the second quick-start command, which .ci/run runs
+TEST_COMMAND = "pip install '.[test]' && pytest"
 
 
-def _blocks(lang: str, text: str = README) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+def _blocks(lang: str | tuple[str, ...], text: str = README) -> list[str]:
+    """The bodies of ``text``'s fenced blocks in ``lang`` (one name or several)."""
+    langs = (lang,) if isinstance(lang, str) else lang
+    return re.findall(rf"```(?:{'|'.join(map(re.escape, langs))})\n(.*?)```", text, flags=re.S)
 
 
-def _olsctl_commands(text: str = README) -> list[str]:
+def shell_commands(block: str) -> list[str]:
+    """The ``olsctl`` commands of one shell block, in order: its lines joined where one
+    ends in a backslash, a leading ``$ `` prompt and a trailing comment dropped, and
+    each ``&&`` part that starts with ``olsctl``."""
     cmds = []
-    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
-        for line in block.splitlines():
-            line = line.split("#", 1)[0].strip()
-            for part in line.split("&&"):
-                part = part.strip()
-                if part.startswith("olsctl"):
-                    cmds.append(part)
+    for line in block.replace("\\\n", " ").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        line = line[2:] if line.startswith("$ ") else line
+        cmds += [part.strip() for part in line.split("&&") if part.strip().startswith("olsctl")]
     return cmds
 
 
-def _section(title: str) -> str:
-    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+def _olsctl_commands(text: str = README) -> list[str]:
+    """Every ``olsctl`` command of ``text``'s shell blocks."""
+    return [c for block in _blocks(SHELL, text) for c in shell_commands(block)]
+
+
+def _section(title: str, text: str = README) -> str:
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def _recipes() -> dict[str, list[str]]:
@@ -45,36 +56,50 @@ def _recipes() -> dict[str, list[str]]:
     recipes = {}
     for part in _section("Recipes").split("\n### ")[1:]:
         title, body = part.split("\n", 1)
-        recipes[title.strip()] = [c for c in _olsctl_commands(body) if c.startswith("olsctl")]
+        recipes[title.strip()] = _olsctl_commands(body)
     return recipes
 
 
 RECIPE_COMMANDS = {c for cmds in _recipes().values() for c in cmds}
-FAST = [c for c in _olsctl_commands() if c != "olsctl bench" and c not in RECIPE_COMMANDS]
+#: the README's commands outside the recipes (the quick start's)
+FAST = [c for c in _olsctl_commands() if c not in RECIPE_COMMANDS]
+
+
+def link_repo(tmp: Path) -> None:
+    """``tmp`` as the repository root for the examples: the bundled logs linked and the
+    configs copied (so that a test may trim one)."""
+    (tmp / "traces").symlink_to(ROOT / "traces")
+    shutil.copytree(ROOT / "configs", tmp / "configs")
 
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
-    (tmp_path / "traces").symlink_to(ROOT / "traces")
-    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    link_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def test_quick_start_has_exactly_two_commands():
-    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    commands = re.findall(r"```sh\n(.*?)```", quick, flags=re.S)
-    assert [c.strip() for c in commands] == ["pip install . && olsctl run",
-                                             "pip install '.[test]' && pytest"]
+    commands = _blocks("sh", _section("Quick start"))
+    assert [c.strip() for c in commands] == ["pip install . && olsctl run", TEST_COMMAND]
 
 
 def test_ci_runs_the_readme_test_command():
-    assert "pip install '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
+    """.ci/run runs the README's test command, which the Tests section shows too."""
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text()
+    assert [c.strip() for c in _blocks("sh", _section("Tests"))] == [TEST_COMMAND]
 
 
 def test_readme_shows_commands():
-    assert "olsctl run" in _olsctl_commands()
-    assert len(FAST) >= 6
+    assert FAST == ["olsctl run"]
+    assert set(_recipes()) == {"Tune a scheduler's settings", "An SLA-driven power-saving study",
+                               "Watch a run live", "Your own Slurm log"}
+
+
+def test_readme_links_every_docs_page():
+    """"Read on" links each page of docs/, and every page it links exists."""
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", _section("Read on")))
+    assert linked == {p.name for p in (ROOT / "docs").glob("*.md")}
 
 
 @pytest.mark.parametrize("command", FAST)
@@ -88,69 +113,20 @@ def test_readme_command_runs(command, workdir, capsys):
         assert {p.name for p in out.iterdir()} >= {"jobs.csv", "timeseries.csv", "summary.json"}
 
 
-@pytest.mark.slow
-def test_readme_full_bench_runs(workdir, capsys):
-    assert main(["bench"]) == 0
-    assert "same starts: True" in capsys.readouterr().out
-
-
-def _python_parts() -> tuple[str, str]:
-    """The section "Using it from Python" split at its subsection "Adding a policy"."""
-    using, adding = _section("Using it from Python").split("\n### Adding a policy\n")
-    return using, adding
-
-
-def test_readme_python_example_runs(workdir):
-    (code,) = _blocks("python", _python_parts()[0])
-    scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
-    assert scope["future"].unstarted == 0
-    assert scope["snaps"][0].active_procs == 100
-    assert scope["sim"].state.active_procs == 80
-
-
-def test_readme_policy_example_is_the_tested_file():
-    """The policy shown is examples/smallest_first.py after its docstring, as the tests
-    run it (tests/test_examples.py)."""
-    assert len(_blocks("python")) == 2
-    (code,) = _blocks("python", _python_parts()[1])
-    source = (ROOT / "examples" / "smallest_first.py").read_text(encoding="utf-8")
-    docstring_end = ast.parse(source).body[0].end_lineno
-    assert code.strip() == "\n".join(source.splitlines()[docstring_end:]).strip()
-
-
-def test_config_reference_lists_every_key():
-    table = README.split("## Configuration", 1)[1].split("### Policies", 1)[0]
-    shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
-    assert shown == set(TOP_LEVEL)
-
-
 def test_bundled_configs_load():
+    from olsctl.config import load_config
+    from olsctl.study import load_study
+    from olsctl.tune import load_tune
+
     configs = sorted((ROOT / "configs").glob("*.yaml"))
     assert configs
     for path in configs:
         if path.name.startswith("study-"):
-            from olsctl.study import load_study
-
             load_study(path)
         elif path.name.startswith("tune-"):
-            from olsctl.tune import load_tune
-
             load_tune(path)
         else:
             load_config(path)
-
-
-def test_controller_reference_lists_every_controller_key():
-    table = README.split("### Controller", 1)[1].split("\n## ", 1)[0]
-    shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
-    assert shown == set(CONTROLLER_KEYS)
-
-
-def test_power_reference_lists_every_power_key():
-    table = README.split("### Power", 1)[1].split("\n### ", 1)[0]
-    shown = set(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
-    assert shown == set(POWER_KEYS)
 
 
 def _trimmed_sla_power_study(path: Path) -> None:

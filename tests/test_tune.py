@@ -122,7 +122,7 @@ def test_bad_tune_files_exit_2_with_one_line(tmp_path, capsys, change, key):
 def test_tune_on_kth_finds_an_mqbf_setting_at_least_as_good_as_the_default(tmp_path, capsys):
     # KTH-SP2 has jobs as wide as the machine, so every setting keeps all 100 processors:
     # the tune ranks the MQBF variants by slowdown under the SLA of the default's own
-    # figure (58.5090, MQBF.md), so the default qualifies and the winner is no worse.
+    # figure (58.5090, docs/mqbf.md), so the default qualifies and the winner is no worse.
     spec = {"base": {"trace": "KTH-SP2", "policy": {"name": "mqbf"}},
             "grid": {"mqbf": {"K2": {"policy.queues": 2, "policy.boundaries_s": [1000]},
                               "K3": {"policy.queues": 3, "policy.boundaries_s": [300, 3000]},

@@ -1,4 +1,4 @@
-"""Multiple-queue backfilling (Lawson & Smirni; the rules are summarised in the README).
+"""Multiple-queue backfilling (Lawson & Smirni; the rules: docs/mqbf.md).
 
 Jobs go to one of K queues by runtime estimate; each queue owns a partition of the
 active processors. A pass is the compiled kernel

@@ -1,7 +1,7 @@
 """MQBF's decisions as plain Python kernels over arrays (see :mod:`olsctl.policies.core.jit`).
 
 Here belong one multiple-queue backfilling pass (:func:`mqbf_pass`, the rules of
-MQBF.md: queues by estimate boundaries, partitions by largest-remainder shares of the
+docs/mqbf.md: queues by estimate boundaries, partitions by largest-remainder shares of the
 active processors, a free-processor profile per partition over future time, Phase A in
 the order of the queue heads, Phase B over the rest, borrowing lowest index first) and
 the what-if loop that runs a snapshot forward with it (:func:`mqbf_forward`, as

@@ -12,7 +12,7 @@ from olsctl.policies.core.bound import INF
 from olsctl.policies.core.jit import kernel
 
 #: slots of a pass's ``room`` array: segments in the profile, active processors not in
-#: use, the most processors any job can get now (the free count of MQBF.md's TryStart:
+#: use, the most processors any job can get now (the free count of docs/mqbf.md's TryStart:
 #: the positive free counts of the partitions, no more than the idle ones), how many
 #: segments' running minima are current (:func:`running_minima`), and the first segment
 #: through which no processor stays free (:func:`first_empty`; -1: not known)
