@@ -1,4 +1,4 @@
-"""Metrics computed from run records (definitions: README, Semantics).
+"""Metrics computed from run records (definitions: docs/internals.md, Semantics).
 
 - bounded slowdown: ``1 + wait / max(10 s, runtime)`` (Lawson & Smirni);
 - utilization: sum(procs x runtime) / (processors x (last end - first submit)), and the same

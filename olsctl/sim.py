@@ -3,7 +3,7 @@
 SimPy owns the clock and the event heap. Events at one instant run in this order, by
 SimPy priority: all completions, then all arrivals, then controller ticks and setting
 changes, then ONE scheduling pass if anything happened that may change what it does
-(README, Semantics). Jobs share events: one completion event per distinct end time holds
+(docs/internals.md, Semantics). Jobs share events: one completion event per distinct end time holds
 every job ending then (in the order they were scheduled), one arrival event per distinct
 submit time. The changes still to come are data of the state (a wake under way,
 the cap schedule), so the what-if engine (:mod:`olsctl.whatif`) sees the same events;

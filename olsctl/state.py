@@ -134,7 +134,7 @@ class SimState:
         pending wake ends, or the power cap schedule moves to its next cap (inf: none).
 
         Both engines take these events from here, so a what-if started from a snapshot
-        sees every change the main simulator would (README, Event order)."""
+        sees every change the main simulator would (docs/internals.md, Semantics)."""
         t = self.wake[0] if self.wake is not None else INF
         if self.power is not None:
             cap_t = self.power.next_change_s(self.now_s)

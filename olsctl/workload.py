@@ -1,6 +1,7 @@
 """Workloads: SWF records turned into jobs by the loading rules, with a load report.
 
-Loading rules (README, Semantics): processors = field 8 if > 0 else field 5; runtime = field 4;
+Loading rules (docs/internals.md, Semantics): processors = field 8 if > 0 else field 5;
+runtime = field 4;
 records with an unknown submit time (-1), runtime <= 0 or processors <= 0 are dropped (the
 first of these reasons counted); jobs wider than the machine are rejected (never clipped);
 the machine size is the header's MaxProcs, else MaxNodes, unless the caller sets it. Jobs

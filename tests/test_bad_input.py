@@ -1,7 +1,7 @@
 """Bad input through the CLI: malformed SWF traces, bad YAML configs and bad options.
 
 Every known input problem must end as ONE stderr line ``Kind: file[:line]: ...`` with exit
-code 2, no traceback, and no output directory (the README's loading rules and error
+code 2, no traceback, and no output directory (the loading rules of docs/internals.md and error
 format). Also pins the lenient loading rules (drops are counted, never
 clipped), ``--skip-bad-lines``, a tiny end-to-end run and byte-for-byte determinism.
 

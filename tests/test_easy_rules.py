@@ -1,7 +1,8 @@
 """EASY backfilling on tiny traces whose start times are worked out by hand.
 
 Every case is checked on both engines: the SimPy main simulator and the what-if engine
-(from an empty machine, every job an arrival). The rules (README, Semantics): at one instant,
+(from an empty machine, every job an arrival). The rules (docs/internals.md,
+Semantics): at one instant,
 all completions, then all arrivals, then one pass; a pass starts jobs from the head while
 the head fits, reserves for the blocked head at the shadow time with ``extra`` processors,
 then backfills a job that fits now and ends by the shadow time or uses <= ``extra``.

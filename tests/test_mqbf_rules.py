@@ -1,4 +1,5 @@
-"""Multiple-queue backfilling on hand-checked tiny traces (rules: README, Policies).
+"""Multiple-queue backfilling on hand-checked tiny traces (rules: docs/policies.md and
+docs/mqbf.md).
 
 Queues are numbered from 0 here (queue 0 = shortest estimates). With two queues and the
 boundary 100 s, a job goes to queue 0 if its estimate is below 100 s, else to queue 1.

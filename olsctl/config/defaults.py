@@ -1,4 +1,4 @@
-"""The run config's keys, their types, defaults and meanings (the README's config
+"""The run config's keys, their types, defaults and meanings (docs/configuration.md's
 reference mirrors them), and :class:`RunConfig`, a validated config.
 """
 
@@ -12,7 +12,7 @@ from olsctl import backends
 from olsctl.metrics import WEEK_S, SlaSpec
 from olsctl.workload import DEFAULT_TRACE
 
-#: Top-level keys: (type, default, help). The README's config reference mirrors this.
+#: Top-level keys: (type, default, help). docs/configuration.md mirrors this.
 TOP_LEVEL: dict[str, tuple[Any, Any, str]] = {
     "trace": (str, DEFAULT_TRACE, "bundled log name (KTH-SP2, SDSC-SP2, CTC-SP2, SDSC-BLUE) "
                                   "or SWF path, relative to the config file"),

@@ -46,7 +46,7 @@ def _numbers(key: str, value: Any) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class BudgetPolicy(PolicyBase):
-    """Settings every power-budget policy has (README, Overprovisioned machines)."""
+    """Settings every power-budget policy has (docs/policies.md, Overprovisioned machines)."""
 
     bound: float = 1.0
     share: float = 1.0
