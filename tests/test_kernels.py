@@ -71,17 +71,20 @@ def test_kernel_modules_cannot_bind_one_name_to_two_values(monkeypatch):
 def test_per_event_steps_are_compiled_into_their_callers():
     """Kernels marked ``@kernel(inline=True)`` (the what-if loop's steps at every event)
     are compiled into the kernels that call them, the others called; the what-if loops
-    marked ``@kernel(refcounts=False)`` (EASY's and MQBF's) are compiled without
+    marked ``@kernel(refcounts=False)`` (EASY's, MQBF's and the knapsack's) are compiled without
     reference counts, every other kernel with them. Uncompiled, every kernel is its
     plain function, which the other tests here run either way."""
     from olsctl.policies.core import jit
     import olsctl.feedback  # noqa: F401  (every kernel module, registered)
     import olsctl.policies.easy.forward  # noqa: F401
     import olsctl.policies.mqbf.forward  # noqa: F401
-    assert {"admit", "shadow_extra", "backfill_indexed", "heap_push"} <= jit._INLINE
-    assert not {"run_forward", "easy_candidates", "backfill_from"} & jit._INLINE
+    import olsctl.policies.power.forward  # noqa: F401
+    assert {"admit", "shadow_extra", "backfill_indexed", "heap_push",
+            "phase_power", "knapsack_step"} <= jit._INLINE
+    assert not {"run_forward", "easy_candidates", "backfill_from",
+                "knapsack_pass"} & jit._INLINE
     assert jit._NO_REFCOUNTS == {"forward_loop", "mqbf_loop", "mqbf_wfp_pass",
-                                 "wfp_trees_fill"}
+                                 "wfp_trees_fill", "knapsack_loop"}
     k = compiled()
     for name, func in jit._KERNELS.items():
         copy = getattr(k, name)
