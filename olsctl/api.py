@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from olsctl.config import RunConfig, build_config, load_config, with_overrides
-from olsctl.config.building import with_values
+from olsctl.config.building import _top_level_key, with_values
 from olsctl.errors import ConfigError, OlsctlError
 
 if TYPE_CHECKING:
@@ -105,6 +105,8 @@ def run_config(config: Any = None, options: Mapping[str, Any] | None = None,
     from ``options`` and ``settings``."""
     cfg = _base_config(config)
     options = dict(options or {})
+    for key in options:
+        _top_level_key(key, source)  # an unknown one: the line --set would give
     if "trace" in options:  # a path given here is relative to the working directory
         cfg = replace(cfg, base_dir=Path.cwd(), source=source)
     cfg = with_overrides(cfg, options, source) if options else cfg
