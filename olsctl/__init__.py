@@ -1,10 +1,44 @@
-"""olsctl: trace-driven batch-scheduling simulation with an online-simulation controller."""
+"""olsctl: trace-driven batch-scheduling simulation with an online-simulation controller.
+
+The names in :data:`__all__` are the Python API (:mod:`olsctl.api`: ``run``, ``study``,
+``load_trace``, ``load_run`` and what they return) and the errors it raises; they are
+public and stable (``olsctl.study`` is also the package of studies: calling it runs one,
+as :func:`olsctl.api.study`). They are imported at first use, so ``import olsctl`` (and
+the command line, which starts with it) loads nothing else.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path as _Path
+from typing import Any
+
+from olsctl.errors import ConfigError, OlsctlError, SimulationError, TraceError
 
 __version__ = "0.1.0"
+
+__all__ = ["ConfigError", "OlsctlError", "RunResult", "SimulationError", "StudyError",
+           "StudyResult", "TraceError", "load_run", "load_trace", "run", "study"]
+
+#: the public names not imported above -> the module that holds each
+_LAZY = {"RunResult": "olsctl.api", "StudyResult": "olsctl.api", "load_run": "olsctl.api",
+         "load_trace": "olsctl.api", "run": "olsctl.api",
+         "StudyError": "olsctl.study.storage"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "study":  # the package olsctl.study, which runs a study when called
+        return import_module("olsctl.study")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'olsctl' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # found here from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 # An installed olsctl carries the top-level policies/ and traces/ folders of the source
 # tree as olsctl.policies and olsctl.traces. Imported straight from a source checkout

@@ -343,7 +343,8 @@ def test_yaml_examples_load(tmp_path):
 
 # -- the Python examples -------------------------------------------------------------------
 
-PYTHON = [(name, i, block) for name, text in DOCS.items()
+#: (docs/python.md's blocks build on one another: tests/test_api.py runs them in order)
+PYTHON = [(name, i, block) for name, text in DOCS.items() if name != "python.md"
           for i, block in enumerate(_blocks("python", text))]
 
 
@@ -367,11 +368,7 @@ def test_docs_python_example_runs(name, i, code, tmp_path, monkeypatch, own_regi
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):  # __main__ is the script while it runs
         scope = runpy.run_path(str(script), run_name="__main__")
-    if name == "python.md":
-        assert scope["future"].unstarted == 0
-        assert scope["snaps"][0].active_procs == 100
-        assert scope["sim"].state.active_procs == 80
-    elif name == "adding-a-policy.md":
+    if name == "adding-a-policy.md":
         lines = printed.getvalue().splitlines()
         assert len(lines) == 2 and all(x.startswith("smallest-first: contract kept") for x in
                                        lines), lines

@@ -7,30 +7,28 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
+from olsctl.api import run_config
 from olsctl.commands import EXIT_OK, say_on
-from olsctl.config import RunConfig, build_config, load_config, with_overrides, with_settings
+from olsctl.config import RunConfig
+from olsctl.config.building import parse_settings
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
-    config = load_config(args.config) if args.config else build_config({})
-    overrides = {
+    """The run's config as :func:`olsctl.run` builds it: the file, then the options (a
+    ``--trace`` path is relative to the working directory), then ``--policy`` (that is
+    ``--set policy.name``) and the ``--set`` settings, checked together whatever their
+    order."""
+    options = {
         "trace": args.trace, "procs": args.procs, "estimates": args.estimates,
         "out": args.out, "strict": args.strict, "skip_bad_lines": args.skip_bad_lines,
     }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if "trace" in overrides:  # a command-line path is relative to the working directory
-        config = replace(config, base_dir=Path.cwd(), source="command line")
-    config = with_overrides(config, overrides, "command line") if overrides else config
-    # --policy is --set policy.name: checked with the other settings, whatever their order
-    import json
-
-    named = [] if args.policy is None else [f"policy.name={json.dumps(args.policy)}"]
-    return with_settings(config, named + args.set)
+    named = [] if args.policy is None else [("policy.name", args.policy)]
+    return run_config(args.config or None, {k: v for k, v in options.items() if v is not None},
+                      named + parse_settings(args.set), "command line")
 
 
 def cmd_run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -132,13 +132,13 @@ def with_settings(config: RunConfig, assignments: list[str],
                   source: str = "command line") -> RunConfig:
     """Apply ``KEY=VALUE`` settings, then validate once: ``KEY`` is a dotted path into the
     config (``controller.sla.max``), ``VALUE`` is read as YAML (``200``, ``[1, 2]``,
-    ``{a: 1}``). Setting ``policy.name`` starts that policy from its defaults.
+    ``{a: 1}``); see :func:`with_values` for how they combine."""
+    return with_values(config, parse_settings(assignments, source), source)
 
-    The order of the settings does not matter: a whole top-level key is set first, then
-    ``policy.name``, then the keys inside sections (in the order given), so
-    ``policy.order=sjf`` keeps its value whether it comes before ``policy.name`` or after."""
-    import copy
 
+def parse_settings(assignments: list[str], source: str = "command line"
+                   ) -> list[tuple[str, Any]]:
+    """``KEY=VALUE`` settings as (dotted key, value) pairs, each value read as YAML."""
     parsed = []
     for assignment in assignments:
         key, sep, text = assignment.partition("=")
@@ -149,10 +149,33 @@ def with_settings(config: RunConfig, assignments: list[str],
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             raise ConfigError(f"{source}: --set {key}: value is not valid YAML ({text!r})") from None
-        path = key.split(".")
-        if path[0] not in TOP_LEVEL:
-            raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
-        parsed.append((key, path, value))
+        _top_level_key(key, source)
+        parsed.append((key, value))
+    return parsed
+
+
+def _top_level_key(key: str, source: str) -> str:
+    """The top-level key of the dotted ``key``; an unknown one is a :class:`ConfigError`."""
+    top = key.split(".")[0]
+    if top not in TOP_LEVEL:
+        raise ConfigError(f"{source}: {key}: unknown key (known: {', '.join(TOP_LEVEL)})")
+    return top
+
+
+def with_values(config: RunConfig, settings: list[tuple[str, Any]],
+                source: str = "command line") -> RunConfig:
+    """Apply (dotted key, value) settings, then validate once. Setting ``policy.name``
+    starts that policy from its defaults; a top-level key (``power``) sets its whole value.
+
+    The order of the settings does not matter: a whole top-level key is set first, then
+    ``policy.name``, then the keys inside sections (in the order given), so
+    ``policy.order=sjf`` keeps its value whether it comes before ``policy.name`` or after."""
+    import copy
+
+    parsed = []
+    for key, value in settings:
+        _top_level_key(key, source)
+        parsed.append((key, key.split("."), value))
     parsed.sort(key=lambda item: 0 if len(item[1]) == 1 else
                 1 if item[1] == ["policy", "name"] else 2)
     changes: dict[str, Any] = {}

@@ -28,9 +28,16 @@ The parts: :mod:`~olsctl.study.study_file` (the study file), :mod:`~olsctl.study
 :mod:`~olsctl.study.storage` (the study directory and what a worker hands back) and
 :mod:`~olsctl.study.progress` (what the terminal shows). The names other modules use are
 importable from ``olsctl.study``.
+
+The package is also callable: ``olsctl.study(...)`` is :func:`olsctl.api.study` (the
+Python API's name for running a study, which this package's name would hide otherwise).
 """
 
 from __future__ import annotations
+
+import sys
+import types
+from typing import Any
 
 from olsctl.study.execution import (PARENT_POLL_S, PR_SET_PDEATHSIG, StudyResult, run_point,
                                     run_study)
@@ -54,3 +61,15 @@ __all__ = [
     "run_id", "run_point", "run_study", "study_from_data", "study_progress", "study_table",
     "write_tables",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    """This package, which runs a study when called (:func:`olsctl.api.study`)."""
+
+    def __call__(self, study: Any, /, **kwargs: Any) -> Any:
+        from olsctl.api import study as run_it
+
+        return run_it(study, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
