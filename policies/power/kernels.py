@@ -289,19 +289,20 @@ def knapsack_choose(cand: np.ndarray, nc: int, free: int, room: float, procs: np
         return 0  # every job alone is over the headroom: only the empty set fits
     if n_sum <= free and w_sum <= room:
         return m  # all of them fit: the most processors
-    best = np.full(free + 1, np.inf)
+    top = n_sum if n_sum < free else free  # (no more processors can be taken)
+    best = np.full(top + 1, np.inf)
     best[0] = 0.0
-    took = np.zeros((m, free + 1), dtype=np.bool_)
+    took = np.zeros((m, top + 1), dtype=np.bool_)
     for i in range(m):
         n = procs[cand[i]]
         w = rise[i]
-        for s in range(free, n - 1, -1):
+        for s in range(top, n - 1, -1):
             c = best[s - n] + w
             if c < best[s]:
                 best[s] = c
                 took[i, s] = True
     size = 0
-    for s in range(free, -1, -1):
+    for s in range(top, -1, -1):
         if best[s] <= room:
             size = s
             break
