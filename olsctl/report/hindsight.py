@@ -300,9 +300,16 @@ def _words(columns: Sequence[str], others: list[int]) -> str:
 def runs_of(columns: Sequence[str], rows: Sequence[tuple[tuple[str, ...], str, dict]]
             ) -> tuple[list[str], list[HindsightRun]]:
     """``(labels, log, summary)`` rows in grid order as :class:`HindsightRun` entries,
-    the ``trace`` column taken out of the labels (the log stands for it)."""
+    the ``trace`` column taken out of the labels (the log stands for it); summaries
+    without what the comparison reads are left out."""
     keep = [i for i, c in enumerate(columns) if c != "trace"]
     runs = [HindsightRun(n, tuple(labels[i] for i in keep), log, summary)
-            for n, (labels, log, summary) in enumerate(rows)]
+            for n, (labels, log, summary) in enumerate(rows) if _readable(summary)]
     return [columns[i] for i in keep], runs
+
+
+def _readable(summary: dict) -> bool:
+    """Whether a summary holds what the comparison reads (a whole run's does)."""
+    return all(isinstance(summary.get(k), dict) for k in ("config", "metrics", "load")) \
+        and isinstance(summary["metrics"].get("processors"), (int, float))
 
