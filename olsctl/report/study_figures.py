@@ -1,5 +1,6 @@
 """The plots that compare the runs of a study: whole-run metrics per log and scheme
-(``aggregate``) and the savings against the SLA windows kept (``tradeoff``).
+(``aggregate``) and the savings against the SLA windows kept (``tradeoff``, with the fixed
+settings that runs with a controller are compared with in hindsight drawn as curves).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import numpy as np
 
 from olsctl.report.drawing import (_budget_saved, _color, _energy_j, _figure, _kept_share,
                                    _name, _number_text, _processor_savings, _sla_words)
+from olsctl.report.hindsight import (BUDGET, PROCESSORS, Fixed, HindsightRun, compare,
+                                     setting_axes)
 from olsctl.report.reading import RunEntry, Source
 
 #: bar panels: results.csv column, axis label, scale, bar label format
@@ -65,8 +68,14 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     what it saved (y): processors, the power budget (1 - time-mean cap in force / machine
     peak) for runs whose cap moves, and with power the energy relative to the log's run
     that saved least. One colour per scheme; when a grid key holds numbers (an SLA
-    level, say), each scheme's runs are joined in its order and labelled with it."""
-    runs = [r for r in source.runs if _kept_share(r.summary) is not None]
+    level, say), each scheme's runs are joined in its order and labelled with it. The
+    fixed runs that runs with a controller are compared with in hindsight
+    (:mod:`olsctl.report.hindsight`) are not schemes: each group of them is one black
+    dashed curve (its fixed machines in the processors row, its fixed caps in the budget
+    row), each point labelled with its setting."""
+    fixed = _hindsight_fixed(source)
+    runs = [r for r in source.runs if _kept_share(r.summary) is not None
+            and r.run_id not in fixed]
     others = [c for c in source.grid if c != "trace"]
     level = next((i for i in range(len(others))
                   if all(len(r.labels) > i and _number_text(r.labels[i]) for r in runs)), None)
@@ -80,7 +89,8 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
     if any(_budget_saved(r.summary) is not None for r in runs):
         rows.append(("power budget saved (% of peak)", _budget_saved))
     energy_rows = any(_energy_j(r.summary) is not None for r in runs)
-    logs = [log for log in source.logs if any(r.log == log for r in runs)]
+    logs = [log for log in source.logs if any(r.log == log for r in runs)
+            or any(f[1].run.log == log for f in fixed.values())]
     n_rows = len(rows) + (1 if energy_rows else 0)
     fig = _figure(mpl, 1.0 + 3.6 * len(logs) + 2.6, 0.6 + 2.9 * n_rows)
     axes = fig.subplots(n_rows, len(logs), squeeze=False, sharex="col")
@@ -89,6 +99,9 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
         series = rows + ([_energy_row(here)] if energy_rows else [])
         for row, (label, value) in enumerate(series):
             ax = axes[row][col]
+            family = (PROCESSORS if row == 0 else BUDGET if row < len(rows) else None)
+            _fixed_curves(ax, [f for f in fixed.values() if f[1].run.log == log], family,
+                          value)
             for k, name in enumerate(schemes):
                 pts = [r for r in here if scheme(r) == name]
                 _tradeoff_line(ax, pts, value, level, f"C{k % 10}", name, len(schemes))
@@ -101,6 +114,9 @@ def tradeoff_figure(source: Source, mpl: SimpleNamespace) -> Any:
                 ax.set_xlabel("SLA windows kept (%)")
     handles = [mpl.Line2D([], [], marker="o", color=f"C{k % 10}", label=name)
                for k, name in enumerate(schemes)]
+    if fixed:
+        handles.append(mpl.Line2D([], [], marker="s", color=FIXED_COLOR, linestyle="--",
+                                  label="fixed settings (hindsight)"))
     rest = [c for i, c in enumerate(others) if i != level] or ["scheme"]
     title = ", ".join(rest) + (f" (points: {others[level]})" if level is not None else "")
     fig.legend(handles=handles, loc="outside right center", title=title, fontsize=8)
@@ -146,3 +162,52 @@ def _tradeoff_line(ax: Any, pts: list[RunEntry], value: Callable[[dict], float |
         for x, y, r in xy:
             ax.annotate(r.labels[level], (x, y), textcoords="offset points",
                         xytext=(3, 3), fontsize=7, color=color)
+
+
+#: the colour of the fixed settings' curves in the trade-off plot
+FIXED_COLOR = "black"
+
+
+def _hindsight_fixed(source: Source) -> dict[str, tuple[tuple[str, ...], Fixed]]:
+    """The fixed runs some run with a controller is compared with, by run id: the labels
+    of their group (the grid entries that are not setting axes) and the comparison's
+    view of them (savings against the log's largest machine)."""
+    runs = [HindsightRun(i, r.labels, r.log, r.summary) for i, r in enumerate(source.runs)]
+    ids = {i: r.run_id for i, r in enumerate(source.runs)}
+    axes = setting_axes(runs)
+    out: dict[str, tuple[tuple[str, ...], Fixed]] = {}
+    for comparison in compare(runs):
+        for f in comparison.candidates:
+            group = tuple(lab for i, lab in enumerate(f.run.labels) if i not in axes)
+            out[ids[f.run.index]] = (group, f)
+    return out
+
+
+def _fixed_curves(ax: Any, fixed: list[tuple[tuple[str, ...], Fixed]], family: str | None,
+                  value: Callable[[dict], float | None]) -> None:
+    """Each group's fixed runs in one panel as a black dashed curve through (share of
+    windows kept, savings) in the order of their savings, each point labelled with its
+    setting: fixed machines (not capped) on the processors row, fixed caps on all
+    processors on the budget row, every fixed run on the energy row (``family`` None,
+    ``value`` of its summary)."""
+    groups: dict[tuple[str, ...], list[tuple[float, float, str]]] = {}
+    for group, f in fixed:
+        if family == PROCESSORS and f.budget_saved is not None \
+                and f.budget_saved > f.procs_saved + 1e-12:
+            continue
+        if family == BUDGET and (f.budget_saved is None or f.procs_saved > 1e-12):
+            continue
+        y = (100 * f.procs_saved if family == PROCESSORS else
+             100 * f.budget_saved if family == BUDGET else value(f.run.summary))
+        if y is not None:
+            groups.setdefault(group, []).append((100 * f.kept, y, f.setting))
+    for points in groups.values():
+        points.sort(key=lambda p: (p[1], p[0]))
+        ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker="s",
+                markersize=4, linewidth=1.0, linestyle="--", color=FIXED_COLOR,
+                label="fixed settings")
+        if len(points) <= 12:
+            for x, y, text in points:
+                ax.annotate(text.split(" (")[-1].rstrip(")") if "procs (" in text else text,
+                            (x, y), textcoords="offset points", xytext=(3, -9), fontsize=6,
+                            color=FIXED_COLOR)

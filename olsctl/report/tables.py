@@ -1,5 +1,7 @@
 """The tables ``olsctl report`` prints (rich): a study's whole-run figures per log and
-scheme, a run's controller figures, and a predictor report's errors by week.
+scheme (and, when it holds runs with and without a controller, the best fixed setting in
+hindsight beside each adaptive run), a run's controller figures, and a predictor report's
+errors by week.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from olsctl.fitted_table import Column, FittedTable
+from olsctl.report.hindsight import HindsightRun, hindsight_table
 from olsctl.report.reading import (ReportError, RunEntry, Source, _is_number, intervals_over_cap,
                                    log_name)
 from olsctl.terminal import (CSR_NOTE, NARROW_FIRST, _f, _pct, csr_text, over_cap_text,
@@ -26,6 +29,9 @@ def report_tables(source: Source) -> list[Table | FittedTable]:
     tables = []
     if source.kind == "study":
         tables.append(study_table(source))
+        hindsight = source_hindsight_table(source)
+        if hindsight is not None:
+            tables.append(hindsight)
     elif source.kind == "run":
         run = source.runs[0]
         summary = run.summary
@@ -63,6 +69,13 @@ def study_table(source: Source) -> FittedTable:
             table.add_row(log, *run.labels, *cells,
                           end_section=k == len(group) - 1 and i < len(source.logs) - 1)
     return table
+
+
+def source_hindsight_table(source: Source) -> FittedTable | None:
+    """The hindsight table of a study's runs (:mod:`olsctl.report.hindsight`), or None."""
+    columns = [c for c in source.grid if c != "trace"]
+    runs = [HindsightRun(i, r.labels, r.log, r.summary) for i, r in enumerate(source.runs)]
+    return hindsight_table(columns, runs)
 
 
 def _study_cell(run: RunEntry, key: str, scale: float, digits: int | None) -> str:

@@ -1,11 +1,16 @@
 """What the terminal shows of a study: its progress (a bar on a terminal, a line per
-run otherwise, nothing when quiet) and the table of its runs.
+run otherwise, nothing when quiet) and the table of its runs, followed, when the grid
+holds runs with and without a controller, by the best fixed setting in hindsight beside
+each adaptive run.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from rich.console import Console, ConsoleOptions
 
 from olsctl.fitted_table import Column, FittedTable
 from olsctl.study.grid import CONTROLLER_METRICS, POWER_METRICS, Study
@@ -101,11 +106,25 @@ def study_progress(console) -> StudyProgress:
     return RichStudyProgress(console) if console.is_terminal else PlainStudyProgress(console)
 
 
+@dataclass
+class StudyTable(FittedTable):
+    """The table of a study's runs, followed by its hindsight table when it has one."""
+
+    hindsight: FittedTable | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator:
+        yield from super().__rich_console__(console, options)
+        if self.hindsight is not None:
+            yield ""
+            yield self.hindsight
+
+
 def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
-                ids: bool = False) -> FittedTable:
+                ids: bool = False) -> StudyTable:
     """Every grid point in grid order with its status and main metrics (numbered as the
     rows of results.csv), or with ``ids`` its run id instead; the number, grid labels, id
-    and status always shown whole, as many metrics as fit the width."""
+    and status always shown whole, as many metrics as fit the width. Without ``ids``, the
+    finished runs' hindsight table follows (:mod:`olsctl.report.hindsight`)."""
     caption = f"runs in {study.out_dir / 'runs'}" + ("" if ids else ", ids in results.csv")
     shown = [] if ids else _shown_metrics(study)
     notes = {"csr": CSR_NOTE, "sla_windows_kept_share": "SLA %: share of the SLA windows kept"}
@@ -115,7 +134,8 @@ def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
         + [Column(head, justify="right", rank=NARROW_FIRST.index(key), note=notes.get(key, ""))
            for key, (head, _scale), _digits in shown] \
         + [Column("status", key=True)]
-    table = FittedTable(f"olsctl study: {study.source}", caption, tuple(columns))
+    table = StudyTable(f"olsctl study: {study.source}", caption, tuple(columns),
+                       hindsight=None if ids else _hindsight(study, done))
     for p in study.points:
         status = "done" if p.run_id in done else "failed" if p.run_id in failed else "missing"
         if ids:
@@ -129,6 +149,19 @@ def study_table(study: Study, done: dict[str, dict], failed: dict[str, str],
         number = [] if ids else [str(p.index + 1)]
         table.add_row(*number, *(text or "-" for text in p.labels), *cells, status)
     return table
+
+
+def _hindsight(study: Study, done: dict[str, dict]) -> FittedTable | None:
+    """The hindsight table of the study's finished runs, or None."""
+    from olsctl.report.hindsight import runs_of, hindsight_table
+    from olsctl.workload import log_name
+
+    at = study.columns.index("trace") if "trace" in study.columns else None
+    rows = [(tuple(text or "-" for text in p.labels),
+             log_name(done[p.run_id]["trace"] if at is None else p.labels[at]), done[p.run_id])
+            for p in study.points if p.run_id in done]
+    columns, runs = runs_of(study.columns, rows)
+    return hindsight_table(columns, runs)
 
 
 def _csr_cell(study: Study, run_id: str, summary: dict, csr: float | None) -> str:
