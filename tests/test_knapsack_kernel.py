@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from conftest import whatif_trials
@@ -87,3 +88,38 @@ def test_the_compiled_knapsack_what_ifs_give_the_python_trials(capped_tasks, mon
     assert compared == 24 * len(capped_tasks) and len(capped_tasks) >= 40
     print("FIG", compared, cut, held, busy, len(capped_tasks))
     assert cut > 50 and held >= 2 and busy > 10, (cut, held, busy)
+
+
+@pytest.mark.parametrize("force", ["now", "reserve", "when-fits"])
+def test_the_power_state_holds_every_window_mark_the_pass_makes(force, tmp_path,
+                                                                 monkeypatch):
+    """After each pass of the main simulator, the run's power state (what snapshots
+    carry) holds the window entry of every job as the pass left it: the times jobs
+    entered a window and the held job's mark. Checked on a burst under a tight cap with
+    a window of 3, where windows fill and jobs are held; the run must see both."""
+    from olsctl.policies.power.knapsack import WindowKnapsack
+    from conftest import write_burst_trace
+
+    write_burst_trace(tmp_path / "t.swf")
+    real = WindowKnapsack.schedule
+    seen = {"passes": 0, "marks": 0, "held": 0}
+
+    def checked(self, state):
+        real(self, state)
+        arrays = [v for k, v in state.cache.items() if k[0] == "knapsack"]
+        if not arrays:
+            return
+        mine = np.asarray(state.power.window_entry, dtype=float)
+        assert np.array_equal(mine, arrays[0].entry, equal_nan=True)
+        seen["passes"] += 1
+        seen["marks"] = max(seen["marks"], int((~np.isnan(mine)).sum()))
+        seen["held"] += bool(np.isneginf(mine).any())
+
+    monkeypatch.setattr(WindowKnapsack, "schedule", checked)
+    execute(build_config({
+        "trace": str(tmp_path / "t.swf"), "out": str(tmp_path / "out"),
+        "policy": {"name": "knapsack", "window": 3, "force": force, "order": "wfp",
+                   "predictor": {"name": "history", "window": 2}},
+        "power": {"cap": {"fraction": 0.35}}}))
+    assert seen["passes"] > 20 and seen["marks"] > 10, seen
+    assert (seen["held"] > 0) == (force != "now"), seen

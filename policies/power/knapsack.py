@@ -5,7 +5,6 @@ greedy knapsack by profit per predicted power increase.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,7 +12,7 @@ import numpy as np
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
-from olsctl.power.predict import History
+from olsctl.power.predict import History, Naive, Oracle
 from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCE, K_FORCED, K_PREDICTED,
                                            K_TOTAL, K_WINDOW, N_KINT)
 
@@ -65,66 +64,104 @@ class WindowKnapsack(_PowerPolicy):
 
     def schedule(self, state: "SimState") -> None:
         """One pass: :func:`olsctl.policies.power.kernels.knapsack_pass` (compiled) over
-        the running and waiting jobs, numbered here in that order."""
+        the run's jobs as arrays (:class:`_PassArrays`, kept between passes)."""
         self._check(state)
         if state.busy_procs >= state.active_procs or not state.queue:
             return  # nothing can start (a job enters the window at a pass that can)
         p, queue, running = state.power, state.queue, state.running
-        nr = len(running)
-        jobs = [j for _, j in running] + queue
-        m = len(jobs)
-        pick = itemgetter(*jobs) if m > 1 else (lambda values: [values[jobs[0]]])
-        rows = np.empty((m, 2))
-        rows[:nr, 0] = [end for end, _ in running]
-        rows[:nr, 1] = np.arange(nr)
-        run_w = np.array([p.job_power_now(state, j) for _, j in running] + [0.0] * (m - nr))
-        juser, gpred = self._predictions(state, jobs)
+        key = ("knapsack", self.stat, repr(self.predictor))
+        a = state.cache.get(key)
+        if a is None or a.procs.size != len(state.procs):
+            a = state.cache[key] = _PassArrays(state, self._predictor, self.stat)
+        a.update(state, self._predictor, self.stat)
+        nr, nq = len(running), len(queue)
+        rows = np.empty((nr + nq, 2))  # (room for the jobs the pass starts)
+        if nr:
+            rows[:nr] = running
+        run_w = a.run_w
+        for _, j in running:
+            run_w[j] = p.job_power_now(state, j)
         kint = np.zeros(N_KINT, dtype=np.int64)
         kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
         kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
         kflt = np.array((p.idle_w, p.sleep_w, p.cap_now(state)))
-        entry = np.array(pick(p.window_entry), dtype=float)
-        started = np.empty(m, dtype=np.int64)
         k = compiled()
-        procs = np.array(pick(state.procs), dtype=np.int64)
-        est = np.array(pick(state.estimate_s), dtype=float)
-        ordered = k.ordered_queue(ORDER_CODES[self.order], state.now_s, np.arange(nr, m),
-                                  procs, est, np.array(pick(state.submit_s), dtype=float))
+        ordered = k.ordered_queue(ORDER_CODES[self.order], state.now_s,
+                                  np.fromiter(queue, np.int64, nq), a.procs, a.est, a.submit)
         ns, _ = k.knapsack_pass(state.now_s, state.active_procs, state.busy_procs, ordered,
-                                m - nr, procs, est, np.full(m, np.nan), rows, nr, run_w,
-                                juser, gpred, entry, kint, kflt, started)
-        window_entry = p.window_entry
-        for i, j in enumerate(queue, nr):
-            window_entry[j] = float(entry[i])
-        for i in started[:ns].tolist():
-            state.start(jobs[i])
+                                nq, a.procs, a.est, a.start, rows, nr, run_w, a.juser,
+                                a.gpred, a.entry, kint, kflt, a.started)
+        # the pass marks window entries among the first window + ns jobs in its order
+        window_entry, entry = p.window_entry, a.entry
+        for j in ordered[:self.window + ns].tolist():
+            window_entry[j] = float(entry[j])
+        started = a.started[:ns].tolist()
+        a.start[started] = np.nan  # (the scratch of the next pass: waiting jobs NaN)
+        for j in started:
+            state.start(j)
+        a.seen_running = {j for _, j in state.running}
         p.forced_starts += int(kint[K_FORCED])
-
-    def _predictions(self, state: "SimState", jobs: list[int]) -> tuple:
-        """Each of ``jobs``' prediction group and each group's predicted ``stat``: under
-        the history predictor a group is a user (whose jobs it predicts alike), else a
-        job."""
-        predict, stat = self._predictor.predict, self.stat
-        if not isinstance(self._predictor, History):
-            return (np.arange(len(jobs)),
-                    np.array([predict(state, j, stat) for j in jobs], dtype=float))
-        group: dict[int, int] = {}
-        first: list[int] = []
-        juser = []
-        user = state.power.user
-        for j in jobs:
-            g = group.get(user[j])
-            if g is None:
-                g = group[user[j]] = len(first)
-                first.append(j)
-            juser.append(g)
-        return (np.array(juser, dtype=np.int64),
-                np.array([predict(state, j, stat) for j in first], dtype=float))
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
                 "stat": self.stat, "headroom": self.headroom, "force": self.force,
                 "predictor": self.predictor}
+
+
+class _PassArrays:
+    """The arrays the knapsack's pass reads in the main simulator, by job (made once per
+    run): the jobs' columns, their window entries (mirroring ``PowerState.window_entry``,
+    which only the pass changes), scratch for the start times and the running jobs'
+    power, and the predictions as groups: under the history predictor a group is a user,
+    predicted again when one of its jobs has ended; under the oracle and the naive
+    predictor a job, predicted once; under any other, a job, predicted at each pass."""
+
+    def __init__(self, state: "SimState", predictor, stat: str) -> None:
+        p = state.power
+        n = len(state.procs)
+        self.procs = np.array(state.procs, dtype=np.int64)
+        self.est = np.array(state.estimate_s, dtype=float)
+        self.submit = np.array(state.submit_s, dtype=float)
+        self.start = np.full(n, np.nan)
+        self.run_w = np.zeros(n)
+        self.started = np.empty(n, dtype=np.int64)
+        self.entry = np.array(p.window_entry, dtype=float)
+        self.by_user = isinstance(predictor, History)
+        self.fixed = isinstance(predictor, (Oracle, Naive))
+        if self.by_user:
+            group: dict[int, int] = {}
+            first: list[int] = []
+            for j, u in enumerate(p.user):
+                if u not in group:
+                    group[u] = len(first)
+                    first.append(j)
+            self.juser = np.array([group[u] for u in p.user], dtype=np.int64)
+            self.gpred = np.array([predictor.predict(state, j, stat) for j in first],
+                                  dtype=float)
+        else:
+            self.juser = np.arange(n, dtype=np.int64)
+            self.gpred = np.array([predictor.predict(state, j, stat) for j in range(n)],
+                                  dtype=float) if self.fixed else np.zeros(n)
+        #: the jobs running after the last pass (those gone since have ended)
+        self.seen_running = {j for _, j in state.running}
+
+    def update(self, state: "SimState", predictor, stat: str) -> None:
+        """Predictions as they are now: the users of the jobs ended since the last pass
+        (history), or every job in the system (a predictor that learns otherwise)."""
+        if self.fixed:
+            return
+        predict = predictor.predict
+        if self.by_user:
+            now_running = {j for _, j in state.running}
+            gpred, juser = self.gpred, self.juser
+            for j in self.seen_running - now_running:
+                gpred[juser[j]] = predict(state, j, stat)
+            return
+        gpred = self.gpred
+        for _, j in state.running:
+            gpred[j] = predict(state, j, stat)
+        for j in state.queue:
+            gpred[j] = predict(state, j, stat)
 
 
 @dataclass(frozen=True)
