@@ -36,6 +36,13 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def api_study(study: Any, /, **kwargs: Any) -> Any:
+    """:func:`olsctl.api.study`, what calling the package ``olsctl.study`` runs (found
+    here, like every public name, so that the package does not import the API that
+    imports it)."""
+    return import_module("olsctl.api").study(study, **kwargs)
+
+
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 

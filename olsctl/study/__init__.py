@@ -67,9 +67,9 @@ class _CallablePackage(types.ModuleType):
     """This package, which runs a study when called (:func:`olsctl.api.study`)."""
 
     def __call__(self, study: Any, /, **kwargs: Any) -> Any:
-        from olsctl.api import study as run_it
+        from olsctl import api_study  # (the API, which uses this package, loaded there)
 
-        return run_it(study, **kwargs)
+        return api_study(study, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage
