@@ -9,8 +9,53 @@ from __future__ import annotations
 import numpy as np
 
 from olsctl.policies.core import loop as fw
+from olsctl.policies.core.bound import BOUND_METRICS
 
 INF = float("inf")
+
+
+def loop_arrays(snap, until_s: float, stop_above: "tuple[str, float] | None") -> dict:
+    """The arrays every compiled what-if loop runs on, filled from a snapshot (its jobs
+    indexed as there, the first ``n_running`` running, the others waiting in arrival
+    order): the job columns, the queue, room for the running jobs, the heap of ends and
+    a pass's starts, the counters and the clock (the snapshot's processors and time, no
+    wake, the horizon ``until_s``, the SLA bound ``stop_above`` or none), and the bound's
+    marks. A family adds its own, then opens the running jobs (``running_open``)."""
+    nr, n = snap.n_running, int(snap.job_id.size)
+    a: dict = {"procs": snap.procs.astype(np.int64), "est": snap.estimate_s.astype(float),
+               "runtime": snap.runtime_s.astype(float),
+               "submit": snap.submit_s.astype(float), "start": snap.start_s.astype(float),
+               "queue": np.arange(nr, n, dtype=np.int64), "running": np.zeros((n, 2)),
+               "heap_t": np.zeros(n), "heap_j": np.zeros(n, dtype=np.int64),
+               "started": np.zeros(n, dtype=np.int64)}
+    metric = 0 if stop_above is None or n == 0 else BOUND_METRICS.get(stop_above[0], 0)
+    count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
+    count[fw.ACTIVE] = snap.active_procs
+    count[fw.NQ] = n - nr
+    count[fw.METRIC] = metric
+    clock = a["clock"] = np.zeros(fw.N_TAIL)
+    clock[fw.NOW] = snap.now_s
+    clock[fw.WAKE_T] = INF
+    clock[fw.UNTIL] = until_s
+    clock[fw.LIMIT] = stop_above[1] if metric else 0.0
+    a["seen"] = np.zeros(n if metric else 0, dtype=np.bool_)
+    return a
+
+
+def copied_for(arrays: dict, own: tuple[str, ...], active: int,
+               wake: "tuple[float, int] | None", pass_due: bool) -> dict:
+    """A template's ``arrays`` for one what-if: those a run changes (``own``) copied,
+    the others shared, under ``active`` processors, a wake under way ((time, active
+    processors then) or None) and whether the snapshot instant's pass is due."""
+    arrays = dict(arrays)
+    for name in own:
+        arrays[name] = arrays[name].copy()
+    count, clock = arrays["count"], arrays["clock"]
+    count[fw.ACTIVE] = active
+    count[fw.WAKE_N] = 0 if wake is None else wake[1]
+    count[fw.DUE] = pass_due
+    clock[fw.WAKE_T] = INF if wake is None else wake[0]
+    return arrays
 
 
 class LoopRun:

@@ -15,11 +15,9 @@ import math
 import numpy as np
 
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.policies.core import loop as fw
-from olsctl.policies.core.bound import BOUND_METRICS
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
-from olsctl.policies.core.run import LoopRun
+from olsctl.policies.core.run import LoopRun, copied_for, loop_arrays
 from olsctl.policies.mqbf import MultiQueueBackfill
 from olsctl.policies.mqbf import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.state import Snapshot
@@ -74,12 +72,7 @@ class MqbfTemplate:
         n = self.n = int(snap.job_id.size)
         parts = policy.queues
         self.weights = policy.weights
-        a = self.arrays = {}
-        a["procs"] = snap.procs.astype(np.int64)
-        a["est"] = snap.estimate_s.astype(float)
-        a["runtime"] = snap.runtime_s.astype(float)
-        a["submit"] = snap.submit_s.astype(float)
-        a["start"] = snap.start_s.astype(float)
+        a = self.arrays = loop_arrays(snap, until_s, stop_above)
         a["queue_of"] = np.empty(n, dtype=np.int64)
         k.queue_indices(np.asarray(policy.boundaries_s, dtype=float), a["est"],
                         a["queue_of"])
@@ -89,26 +82,13 @@ class MqbfTemplate:
         except ValueError:  # rows of another partition count: each where it fits
             for j, held in enumerate(snap.running_alloc[:nr]):
                 alloc[j, :len(held)] = held
-        a["queue"] = np.arange(nr, n, dtype=np.int64)
         a["held"] = np.zeros(parts, dtype=np.int64)
-        a["running"] = np.zeros((n, 2))
-        a["heap_t"], a["heap_j"] = np.zeros(n), np.zeros(n, dtype=np.int64)
         segments = n + 2 * parts + 2
         a["times"] = np.zeros(segments)
         a["free"] = np.zeros((parts, segments), dtype=np.int64)
         a["pivot_s"] = np.full(parts, np.nan)
         a["pivot_j"] = np.full(parts, -1, dtype=np.int64)
-        a["started"] = np.zeros(n, dtype=np.int64)
-        metric = 0 if stop_above is None or n == 0 else \
-            BOUND_METRICS.get(stop_above[0], 0)
-        count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
-        count[fw.NQ] = n - nr
-        count[fw.METRIC] = metric
-        clock = a["clock"] = np.zeros(fw.N_TAIL)
-        clock[fw.NOW] = snap.now_s
-        clock[fw.UNTIL] = until_s
-        clock[fw.LIMIT] = stop_above[1] if metric else 0.0
-        a["seen"] = np.zeros(n if metric else 0, dtype=np.bool_)
+        count, clock = a["count"], a["clock"]
         k.mqbf_open(nr, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
                     a["alloc"], a["held"], a["running"], a["heap_t"], a["heap_j"], count,
                     clock, a["seen"], BSLD_BOUND_S)
@@ -130,14 +110,8 @@ class MqbfTemplate:
         """A what-if from copies of the arrays under ``active`` processors, a ``wake``
         under way ((time, active processors then) or None) and whether the snapshot
         instant's pass is due (None: the snapshot's own flag)."""
-        arrays = dict(self.arrays)
-        for name in self.OWN:
-            arrays[name] = arrays[name].copy()
-        count, clock = arrays["count"], arrays["clock"]
-        count[fw.ACTIVE] = active
-        count[fw.WAKE_N] = 0 if wake is None else wake[1]
-        count[fw.DUE] = self.snap.pass_due if pass_due is None else pass_due
-        clock[fw.WAKE_T] = INF if wake is None else wake[0]
+        arrays = copied_for(self.arrays, self.OWN, active, wake,
+                            self.snap.pass_due if pass_due is None else pass_due)
         owned = arrays["owned"] = np.empty(len(self.weights), dtype=np.int64)
         self.kernels.partition_counts(self.weights, int(active), owned)
         return MqbfRun(self, arrays)

@@ -17,11 +17,9 @@ from itertools import chain, islice
 import numpy as np
 
 from olsctl.metrics import BSLD_BOUND_S
-from olsctl.policies.core import loop as fw
-from olsctl.policies.core.bound import BOUND_METRICS
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
-from olsctl.policies.core.run import LoopRun
+from olsctl.policies.core.run import LoopRun, copied_for, loop_arrays
 from olsctl.policies.power import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
                                            K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT, N_KINT,
@@ -68,28 +66,8 @@ class KnapsackTemplate:
         self.snap = snap
         self.kernels = k = compiled()
         n = self.n = int(snap.job_id.size)
-        a = self.arrays = {}
-        a["procs"] = snap.procs.astype(np.int64)
-        a["est"] = snap.estimate_s.astype(float)
-        a["runtime"] = snap.runtime_s.astype(float)
-        a["submit"] = snap.submit_s.astype(float)
-        a["start"] = snap.start_s.astype(float)
-        a["queue"] = np.arange(nr, n, dtype=np.int64)
-        a["running"] = np.zeros((n, 2))
-        a["heap_t"], a["heap_j"] = np.zeros(n), np.zeros(n, dtype=np.int64)
-        a["started"] = np.zeros(n, dtype=np.int64)
-        metric = 0 if stop_above is None or n == 0 else \
-            BOUND_METRICS.get(stop_above[0], 0)
-        count = a["count"] = np.zeros(fw.N_COUNTS, dtype=np.int64)
-        count[fw.ACTIVE] = snap.active_procs
-        count[fw.NQ] = n - nr
-        count[fw.METRIC] = metric
-        clock = a["clock"] = np.zeros(fw.N_TAIL)
-        clock[fw.NOW] = snap.now_s
-        clock[fw.WAKE_T] = INF
-        clock[fw.UNTIL] = until_s
-        clock[fw.LIMIT] = stop_above[1] if metric else 0.0
-        a["seen"] = np.zeros(n if metric else 0, dtype=np.bool_)
+        a = self.arrays = loop_arrays(snap, until_s, stop_above)
+        count, clock = a["count"], a["clock"]
         k.running_open(nr, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
                        a["running"], a["heap_t"], a["heap_j"], count, clock, a["seen"],
                        BSLD_BOUND_S)
@@ -161,14 +139,7 @@ class KnapsackTemplate:
         """A what-if from copies of the arrays under ``policy``'s window, order and
         ``force``, ``active`` processors, a wake under way, whether the snapshot
         instant's pass is due, and the cap ``cap_w`` (None: the snapshot's)."""
-        arrays = dict(self.arrays)
-        for name in self.OWN:
-            arrays[name] = arrays[name].copy()
-        count, clock = arrays["count"], arrays["clock"]
-        count[fw.ACTIVE] = active
-        count[fw.WAKE_N] = 0 if wake is None else wake[1]
-        count[fw.DUE] = pass_due
-        clock[fw.WAKE_T] = INF if wake is None else wake[0]
+        arrays = copied_for(self.arrays, self.OWN, active, wake, pass_due)
         kint = arrays["kint"]
         kint[K_WINDOW] = policy.window
         kint[K_FORCE] = FORCE_CODES[policy.force]
