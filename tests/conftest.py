@@ -235,3 +235,20 @@ def whatif_trials(task, candidates, python: bool, monkeypatch) -> list:
                 got.append(run.resume(None))
             out.append((got, run.arrays is not None))
         return out
+
+
+def same_trials(task, candidates, monkeypatch) -> list:
+    """Each candidate's trials (cut short, then run on: :func:`whatif_trials`) by the
+    family's compiled loop, checked equal, field by field, to those of the policy's
+    Python pass; the compiled loop must have run every candidate but those too narrow
+    for a waiting job (scored without a what-if). Returns the trials."""
+    fast = whatif_trials(task, candidates, False, monkeypatch)
+    slow = whatif_trials(task, candidates, True, monkeypatch)
+    snap = task.snapshot
+    out = []
+    for c, (want, python_ran), (got, compiled_ran) in zip(candidates, slow, fast):
+        too_wide = bool((snap.procs[snap.n_running:] > c.active_procs).any())
+        assert compiled_ran == (not too_wide) and not python_ran
+        assert got == want
+        out.append(got)
+    return out

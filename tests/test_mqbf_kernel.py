@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO_ROOT, trace_path, whatif_trials, workload_from_rows
+from conftest import REPO_ROOT, same_trials, trace_path, workload_from_rows
 from property_tally import checked, run_counted
 from olsctl.controller.trials import Candidate, apply_candidate, setting_of
 from olsctl.policies.mqbf.template import MqbfRun, MqbfTemplate, mqbf_whatif
@@ -607,13 +607,7 @@ def test_the_controllers_mqbf_what_ifs_run_compiled_with_the_same_trials(trace, 
         task = WhatIfTask(snap, MQBF_OLS, stop_above=("mean_bsld", 20.0),
                           current=Candidate(snap.active_procs))
         candidates = [Candidate(a) for a in counts]
-        fast = whatif_trials(task, candidates, False, monkeypatch)
-        slow = whatif_trials(task, candidates, True, monkeypatch)
-        for c, (want, python_ran), (got, compiled_ran) in zip(candidates, slow, fast):
-            # (a candidate too narrow for a waiting job is scored without a what-if)
-            too_wide = bool((snap.procs[snap.n_running:] > c.active_procs).any())
-            assert compiled_ran == (not too_wide) and not python_ran
-            assert got == want
+        for got in same_trials(task, candidates, monkeypatch):
             compared += 1
             cut += len(got) > 1
             final = got[-1].queue_mean_bsld

@@ -60,24 +60,23 @@ def copied_for(arrays: dict, own: tuple[str, ...], active: int,
 
 class LoopRun:
     """A what-if as the arrays of a compiled loop (``arrays``, by name: ``start``,
-    ``submit``, ``runtime``, ``count``, ``clock`` among them); a family's run gives
-    :meth:`call`, one call of its loop (True: the SLA bound cut the run short)."""
+    ``submit``, ``runtime``, ``count``, ``clock`` among them), run by calling the
+    family's compiled ``loop`` with ``args`` (it returns True when the SLA bound cut the
+    run short)."""
 
     #: the arrays of :meth:`column`'s blocks
     COLUMNS = {fw.START: "start", fw.SUBMIT: "submit", fw.RUNTIME: "runtime"}
 
-    def __init__(self, arrays: dict) -> None:
+    def __init__(self, arrays: dict, loop, args: tuple) -> None:
         self.arrays = arrays
         self.clock = arrays["clock"]
         self.count = arrays["count"]
         self.bound = INF
-
-    def call(self) -> bool:
-        raise NotImplementedError
+        self._loop, self._args = loop, args
 
     def forward(self) -> bool:
         """Run on; True when the bound cut the run short (:attr:`bound` holds it)."""
-        cut = self.call()
+        cut = self._loop(*self._args)
         self.bound = float(self.clock[fw.VALUE])
         return bool(cut)
 

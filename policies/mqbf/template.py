@@ -121,17 +121,16 @@ class MqbfRun(LoopRun):
     """An MQBF what-if as the arrays of the compiled loop (:meth:`MqbfTemplate.run`)."""
 
     def __init__(self, template: MqbfTemplate, arrays: dict) -> None:
-        super().__init__(arrays)
         self.template = template
         self.start = arrays["start"]
         self.queue_of = arrays["queue_of"]
         self.alloc = arrays["alloc"]
         t, a = template, arrays
-        self._args = (t.code, t.borrow, t.weights, a["procs"], a["est"], a["runtime"],
-                      a["submit"], a["start"], a["queue_of"], a["queue"], a["alloc"],
-                      a["held"], a["owned"], a["running"], a["heap_t"], a["heap_j"],
-                      a["times"], a["free"], a["pivot_s"], a["pivot_j"], a["started"],
-                      a["count"], a["clock"], a["seen"], BSLD_BOUND_S)
+        args = (t.code, t.borrow, t.weights, a["procs"], a["est"], a["runtime"], a["submit"],
+                a["start"], a["queue_of"], a["queue"], a["alloc"], a["held"], a["owned"],
+                a["running"], a["heap_t"], a["heap_j"], a["times"], a["free"], a["pivot_s"],
+                a["pivot_j"], a["started"], a["count"], a["clock"], a["seen"], BSLD_BOUND_S)
+        super().__init__(arrays, t.kernels.mqbf_forward, args)
 
     @classmethod
     def of(cls, snap: Snapshot, policy: MultiQueueBackfill, active: int,
@@ -140,9 +139,6 @@ class MqbfRun(LoopRun):
            stop_above: "tuple[str, float] | None" = None) -> "MqbfRun":
         """One what-if of ``snap`` (see :class:`MqbfTemplate`)."""
         return MqbfTemplate(snap, policy, until_s, stop_above).run(active, wake, pass_due)
-
-    def call(self) -> bool:
-        return self.template.kernels.mqbf_forward(*self._args)
 
 
 def mqbf_whatif(snap: Snapshot, policy: MultiQueueBackfill, active: int | None = None,

@@ -152,15 +152,11 @@ class KnapsackRun(LoopRun):
     (:meth:`KnapsackTemplate.start`)."""
 
     def __init__(self, template: KnapsackTemplate, code: int, arrays: dict) -> None:
-        super().__init__(arrays)
         self.template = template
         a = arrays
-        self._args = (code, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
-                      a["queue"], a["running"], a["heap_t"], a["heap_j"], a["started"],
-                      a["clock"], a["count"], a["seen"], BSLD_BOUND_S, a["juser"],
-                      a["gpred"], a["ring"], a["ring_n"], a["jstat"], a["ph_off"],
-                      a["ph_start"], a["ph_w"], a["run_w"], a["entry"], a["kint"],
-                      a["kflt"], a["learn"], a["alpha"])
-
-    def call(self) -> bool:
-        return self.template.kernels.knapsack_forward(*self._args)
+        args = (code, a["procs"], a["est"], a["runtime"], a["submit"], a["start"], a["queue"],
+                a["running"], a["heap_t"], a["heap_j"], a["started"], a["clock"], a["count"],
+                a["seen"], BSLD_BOUND_S, a["juser"], a["gpred"], a["ring"], a["ring_n"],
+                a["jstat"], a["ph_off"], a["ph_start"], a["ph_w"], a["run_w"], a["entry"],
+                a["kint"], a["kflt"], a["learn"], a["alpha"])
+        super().__init__(arrays, template.kernels.knapsack_forward, args)
