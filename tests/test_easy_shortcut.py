@@ -76,3 +76,27 @@ def test_the_shortcut_changes_no_start(estimates, shortcuts, monkeypatch):
         assert len(fast) == len(w.job_id), seed
         taken += used > 0
     assert taken >= 40  # most workloads took the shortcut at least once
+
+
+@pytest.mark.parametrize("estimates", ["exact", "user"])
+def test_the_compiled_pass_over_a_long_queue_changes_no_start(estimates, shortcuts,
+                                                              monkeypatch):
+    """Under FCFS, once a run has compiled the kernels, a pass over a queue of
+    ``LONG_QUEUE`` jobs or more is the compiled pass; it starts what the plain pass
+    starts and leaves what the arrivals-only shortcut needs (here every pass is long)."""
+    from olsctl.policies.core import jit
+
+    monkeypatch.setattr(jit, "_COMPILED", jit.compiled())
+    taken = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        machine = int(rng.integers(2, 20))
+        w = workload_from_rows(_random_rows(rng, machine), machine)
+        monkeypatch.setattr(backfill, "LONG_QUEUE", 1)
+        del shortcuts[:]
+        fast = run_main(w, estimates)
+        taken += len(shortcuts) > 0
+        monkeypatch.setattr(backfill, "LONG_QUEUE", 1 << 60)
+        assert fast == run_main(w, estimates), seed
+        assert len(fast) == len(w.job_id), seed
+    assert taken >= 25  # the compiled passes left the shortcut what it needs

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 #: nothing)
 ARRIVALS_SHORTCUT = True
 
+#: under FCFS, a queue at least this long is passed over by the compiled kernels, once a
+#: run has compiled them (its what-ifs): the same starts, without a Python loop over a
+#: long blocked queue at every pass (an overloaded machine keeps thousands waiting)
+LONG_QUEUE = 64
+
 #: where the last EASY pass's outcome lives in ``state.cache`` (for the shortcut)
 LAST_PASS_KEY = "easy-last-pass"
 
@@ -49,9 +54,10 @@ def easy_pass(state: "SimState", queue: Sequence[int],
     time (now + estimate only grows past the shadow time). New jobs come after every old
     one in arrival order.
 
-    In another order, once the run has compiled the kernels (for its what-ifs), the pass
-    is their compiled copy over arrays (:func:`_ordered_pass_compiled`): the same
-    starts, without ordering the queue in Python."""
+    In another order, or under FCFS over a queue of :data:`LONG_QUEUE` jobs or more,
+    once the run has compiled the kernels (for its what-ifs), the pass is their compiled
+    copy over arrays (:func:`_compiled_pass`): the same starts, without ordering or
+    walking the queue in Python."""
     free = state.active_procs - state.busy_procs
     if free <= 0 or not queue:
         return None  # nothing can start: the pass would change nothing
@@ -65,11 +71,19 @@ def easy_pass(state: "SimState", queue: Sequence[int],
                     and queue[qlen - 1] == last_job and state.limit is None):
                 return _new_jobs_pass(state, queue, qlen, head,
                                       shadow_s if shadow_s > now else now, extra, free)
+        kernels = compiled_if_loaded() if len(queue) >= LONG_QUEUE else None
+        if kernels is not None:
+            res, head, shadow_s, extra = _compiled_pass(kernels, state, queue, order, free)
+            if head < 0:
+                state.cache.pop(LAST_PASS_KEY, None)
+            else:
+                _remember(state, head, shadow_s, extra)
+            return res
         ordered = queue
     else:
         kernels = compiled_if_loaded()
         if kernels is not None:
-            return _ordered_pass_compiled(kernels, state, queue, order, free)
+            return _compiled_pass(kernels, state, queue, order, free)[0]
         ordered = ordered_queue(order, now, queue, procs, est, state.submit_s).tolist()
     k = head_run(now, free, ordered, procs, est)
     start = state.start
@@ -96,14 +110,16 @@ def easy_pass(state: "SimState", queue: Sequence[int],
 COLUMNS_KEY = "easy-columns"
 
 
-def _ordered_pass_compiled(kernels, state: "SimState", queue: Sequence[int], order: int,
-                           free: int) -> Reservation | None:
-    """:func:`easy_pass` in order ``order`` (not FCFS) by the compiled copy of the same
-    kernels (:func:`olsctl.policies.easy.kernels.easy_pass`) over arrays: the state's job
+def _compiled_pass(kernels, state: "SimState", queue: Sequence[int], order: int,
+                   free: int) -> tuple[Reservation | None, int, float, int]:
+    """:func:`easy_pass` in order ``order`` by the compiled copy of the same kernels
+    (:func:`olsctl.policies.easy.kernels.easy_pass`) over arrays: the state's job
     columns, copied once per state (a waiting or running job's entries do not change),
     the queue and the running jobs copied at each pass. In a run whose what-ifs have
-    compiled the kernels, this spares ordering a long queue in Python at every pass;
-    the jobs started and the reservation are the plain pass's."""
+    compiled the kernels, this spares ordering a queue, or walking a long one, in Python
+    at every pass; the jobs started and the reservation are the plain pass's. Returns
+    (the reservation, the blocked head or -1 when every job started, its shadow time,
+    the extra processors left)."""
     cols = state.cache.get(COLUMNS_KEY)
     if cols is None or cols[0] != len(state.job_id):
         cols = state.cache[COLUMNS_KEY] = (
@@ -116,15 +132,14 @@ def _ordered_pass_compiled(kernels, state: "SimState", queue: Sequence[int], ord
         running.reshape(-1)[:2 * n_run] = np.fromiter(chain.from_iterable(state.running),
                                                       float, 2 * n_run)
     started = np.empty(n_queue, dtype=np.int64)
-    ns, _, shadow_s, _, head = kernels.easy_pass(
+    ns, _, shadow_s, extra, head = kernels.easy_pass(
         order, state.now_s, free, np.fromiter(queue, np.int64, n_queue), procs, est, submit,
         running, n_run, started)
     start = state.start
     for j in started[:ns].tolist():
         start(j)
-    if shadow_s < INF:
-        return Reservation(head, shadow_s, (state.procs[head],))
-    return None
+    res = Reservation(head, shadow_s, (state.procs[head],)) if shadow_s < INF else None
+    return res, int(head), float(shadow_s), int(extra)
 
 
 def _new_jobs_pass(state: "SimState", queue: Sequence[int], qlen: int, head: int,
