@@ -488,7 +488,8 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                                 header.first_int("TimeZone"))
         feedback = SlaFeedback(FeedbackSettings(**c["sla"]["feedback"]), sla.metric,
                                sla.max, sla.window_s, origin,
-                               workload.submit_s, workload.runtime_s, estimates)
+                               workload.submit_s, workload.runtime_s, estimates,
+                               workload.procs)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
 

@@ -115,6 +115,7 @@ class Controller:
         else:
             cands, counts = self._grid(st.total_procs)
             self._limit = self._limit_now(st, now, record)
+            cands = self._above_demand(cands, now, record)
             out = self._search_and_choose(sim, snap, cands)
             trials = [t.as_dict() for t in out.trials]
             if out.failure is not None:
@@ -165,6 +166,21 @@ class Controller:
         limit = self.feedback.limit_at(pressure)
         record["feedback"] = {"pressure": pressure, "limit": limit}
         return limit
+
+    def _above_demand(self, cands: list[Candidate], now: float,
+                      record: dict[str, Any]) -> list[Candidate]:
+        """With SLA feedback's ``demand_floor``: the candidates with at least the
+        processors the last window's arrivals asked for (logged in ``record``), or when
+        none has as many, those of the largest machine."""
+        if self.feedback is None or not self.feedback.settings.demand_floor:
+            return cands
+        floor = self.feedback.demand_procs(now)
+        record["feedback"]["demand_procs"] = floor
+        kept = [c for c in cands if c.active_procs >= floor]
+        if not kept:
+            widest = max(c.active_procs for c in cands)
+            kept = [c for c in cands if c.active_procs == widest]
+        return kept
 
     def _search_and_choose(self, sim: MainSimulator, snap: Snapshot,
                            cands: list[Candidate]) -> _Outcome:
@@ -301,7 +317,9 @@ class Controller:
             return {}
         fs = self.feedback.settings
         limits = [d["feedback"]["limit"] for d in self.decisions if "feedback" in d]
+        floor = {"demand_floor": True} if fs.demand_floor else {}
         return {"feedback": {"relax_below": fs.relax_below, "full_above": fs.full_above,
+                             **floor,
                              "window_s": self.feedback.window_s,
                              "tightened_ticks": sum(1 for v in limits
                                                     if v < self.settings.sla_max),
