@@ -59,9 +59,6 @@ class FeedbackSettings:
 
     relax_below: float = RELAX_BELOW
     full_above: float = FULL_ABOVE
-    #: keep the machine at least as large as the processors the last window's arrivals
-    #: asked for (:meth:`SlaFeedback.demand_procs`)
-    demand_floor: bool = False
 
 
 class SlaFeedback:
@@ -72,8 +69,7 @@ class SlaFeedback:
     the run's report uses)."""
 
     def __init__(self, settings: FeedbackSettings, metric: str, limit: float,
-                 window_s: float, origin_s: float, submit_s, runtime_s, estimate_s,
-                 procs=None) -> None:
+                 window_s: float, origin_s: float, submit_s, runtime_s, estimate_s) -> None:
         self.settings = settings
         self.metric = metric
         self._code = FEEDBACK_METRICS[metric]
@@ -95,12 +91,6 @@ class SlaFeedback:
         #: has been read
         self._order: list[int] | None = None
         self._order_at = 0
-        #: processor-seconds asked for (processors x estimate) by the jobs before each
-        #: one, in submit order (for :meth:`demand_procs`)
-        self._work_before = None
-        if procs is not None:
-            work = np.asarray(procs, dtype=float) * self._estimate
-            self._work_before = np.concatenate(([0.0], np.cumsum(work)))
 
     def window_at(self, now_s: float) -> tuple[int, float]:
         """The index of the window holding ``now_s`` and its start (seconds)."""
@@ -186,16 +176,6 @@ class SlaFeedback:
             prev = cur
         gone = min(1.0, max(0.0, (now_s - w0) / self.window_s))
         return (gone * cur + (1.0 - gone) * prev) / self.limit
-
-    def demand_procs(self, now_s: float) -> float:
-        """The processors the jobs submitted in the last window (up to ``now_s``) asked
-        for on average: their processors times their estimates, over the window's
-        length. A machine smaller than that falls behind the offered load: its queue,
-        and the slowdown of the windows to come, grows whatever its what-ifs show."""
-        submits = self._submit_list
-        lo = bisect_left(submits, now_s - self.window_s)
-        hi = bisect_right(submits, now_s, lo)
-        return float(self._work_before[hi] - self._work_before[lo]) / self.window_s
 
     def limit_at(self, pressure: float) -> float:
         """The limit a tick's what-ifs must meet under ``pressure``: the SLA's up to

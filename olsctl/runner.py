@@ -473,7 +473,7 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
         fractions=tuple(ap.get("fraction", ())),
         procs=tuple(ap["procs"]) if "procs" in ap else None,
         caps_w=caps_w, windows=windows, params=params,
-        sla_metric=sla.metric, sla_max=sla.max, cost=weights,
+        sla_metric=sla.metric, sla_max=sla.max, sla_window_s=sla.window_s, cost=weights,
         search=c["search"], arrivals=c["arrivals"],
         horizon_s=None if c["horizon"] == "drain" else float(c["horizon"]),
         min_dwell_s=c["min_dwell_s"], max_step=c["max_step"], n_jobs=c["n_jobs"],
@@ -488,8 +488,7 @@ def _controller(config: RunConfig, workload, estimates, machine) -> Controller:
                                 header.first_int("TimeZone"))
         feedback = SlaFeedback(FeedbackSettings(**c["sla"]["feedback"]), sla.metric,
                                sla.max, sla.window_s, origin,
-                               workload.submit_s, workload.runtime_s, estimates,
-                               workload.procs)
+                               workload.submit_s, workload.runtime_s, estimates)
     return Controller(settings, config.policy, jobs=jobs, feedback=feedback,
                       wake_energy_j=0.0 if machine is None else machine.wake_energy_j)
 

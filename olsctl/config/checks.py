@@ -225,13 +225,9 @@ def _check_feedback(where: str, spec: Any) -> dict | None:
                           f"{spec!r})")
     known = {"relax_below": RELAX_BELOW, "full_above": FULL_ABOVE}
     for key in spec:
-        if key not in known and key != "demand_floor":
-            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)}, "
-                              f"demand_floor)")
-    floor = spec.get("demand_floor", False)
-    if not isinstance(floor, bool):
-        raise ConfigError(f"{where}.demand_floor: must be true or false (got {floor!r})")
-    out: dict[str, Any] = {"demand_floor": floor}
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)})")
+    out = {}
     for key, default in known.items():
         v = spec.get(key, default)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or math.isinf(v):

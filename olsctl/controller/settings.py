@@ -49,6 +49,8 @@ class ControllerSettings:
     params: tuple = ()
     sla_metric: str = "mean_bsld"
     sla_max: float = 200.0
+    #: the SLA's window (the week its metric is judged over)
+    sla_window_s: float = 604800.0
     cost: tuple[tuple[str, float], ...] = (("active_procs", 1.0),)
     search: str = "grid"
     arrivals: str = "none"

@@ -18,20 +18,47 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+import numpy as np
+
 from olsctl.backends import BackendDown
 from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask
 from olsctl.controller.scoring import what_if_batch
-from olsctl.controller.search import (STRATEGIES, SearchContext, _complete_closest, choose,
-                                      settled)
+from olsctl.controller.search import (STRATEGIES, SearchContext, _bigger_first,
+                                      _complete_closest, choose, settled)
 from olsctl.controller.settings import ControllerSettings
+from olsctl.metrics import bounded_slowdown
 from olsctl.policies import make_policy
+from olsctl.policies.core.bound import BOUND_METRICS, missed
 from olsctl.state import Snapshot
 from olsctl.whatif import JobTable
 
 if TYPE_CHECKING:
     from olsctl.sim import MainSimulator
     from olsctl.state import SimState
+
+
+#: the reason logged for a tick that finds the machine overloaded (see
+#: :meth:`Controller._overloaded`)
+OVERLOADED = ("overloaded: more work waits than the machine does in an SLA window, and "
+              "it already misses the SLA; the largest setting, without what-ifs")
+
+
+def metric_floor(snap: Snapshot, metric: str) -> float | None:
+    """The least ``metric`` the jobs of ``snap`` can end with under any setting (None
+    for a metric without one): the running ones with the waits they had, the waiting
+    ones with the waits they have had so far, as the SLA bound of a what-if starts
+    (:func:`olsctl.policies.core.bound.bound_open`)."""
+    n = snap.job_id.size
+    if n == 0 or metric not in BOUND_METRICS:
+        return None
+    k = snap.n_running
+    wait_s = np.empty(n)
+    wait_s[:k] = snap.start_s[:k] - snap.submit_s[:k]
+    wait_s[k:] = snap.now_s - snap.submit_s[k:]
+    if metric == "mean_bsld":
+        return float(np.mean(bounded_slowdown(wait_s, snap.runtime_s)))
+    return float(np.max(wait_s) if metric == "max_wait_s" else np.mean(wait_s))
 
 
 class _Outcome(NamedTuple):
@@ -115,21 +142,19 @@ class Controller:
         else:
             cands, counts = self._grid(st.total_procs)
             self._limit = self._limit_now(st, now, record)
-            cands = self._above_demand(cands, now, record)
-            out = self._search_and_choose(sim, snap, cands)
-            trials = [t.as_dict() for t in out.trials]
-            if out.failure is not None:
-                record.update(trials=trials, chosen=self._current.as_dict(),
-                              reason="kept: a what-if failed", sla_met=None,
-                              failure=out.failure)
+            if self._overloaded(snap, record):
+                self._take(sim, record, min(cands, key=_bigger_first), counts, OVERLOADED,
+                           [], False)
             else:
-                chosen = self._limit_step(out.best.candidate, counts)
-                reason = out.reason
-                if chosen != out.best.candidate:
-                    reason += f"; limited to max_step {s.max_step}"
-                record.update(trials=trials, chosen=chosen.as_dict(), reason=reason,
-                              sla_met=out.sla_met)
-                self._apply(sim, chosen)
+                out = self._search_and_choose(sim, snap, cands)
+                trials = [t.as_dict() for t in out.trials]
+                if out.failure is not None:
+                    record.update(trials=trials, chosen=self._current.as_dict(),
+                                  reason="kept: a what-if failed", sla_met=None,
+                                  failure=out.failure)
+                else:
+                    self._take(sim, record, out.best.candidate, counts, out.reason,
+                               trials, out.sla_met)
         self.dispatcher.cut.clear()
         if record["sla_met"] is not None:
             self.dispatcher.after_miss = not record["sla_met"]
@@ -137,6 +162,17 @@ class Controller:
         self.decisions.append(record)
         if not (sim.finished or sim.stalled):  # stalled: no later tick could see news
             sim.at(now + s.interval_s, self._tick)
+
+    def _take(self, sim: MainSimulator, record: dict[str, Any], best: Candidate,
+              counts: list[int], reason: str, trials: list[dict],
+              sla_met: bool | None) -> None:
+        """Apply ``best`` (within ``max_step``) and log it in ``record``."""
+        chosen = self._limit_step(best, counts)
+        if chosen != best:
+            reason += f"; limited to max_step {self.settings.max_step}"
+        record.update(trials=trials, chosen=chosen.as_dict(), reason=reason,
+                      sla_met=sla_met)
+        self._apply(sim, chosen)
 
     def _grid(self, total_procs: int) -> tuple[list[Candidate], list[int]]:
         """The candidates and the active counts to try on a machine of ``total_procs``
@@ -167,20 +203,23 @@ class Controller:
         record["feedback"] = {"pressure": pressure, "limit": limit}
         return limit
 
-    def _above_demand(self, cands: list[Candidate], now: float,
-                      record: dict[str, Any]) -> list[Candidate]:
-        """With SLA feedback's ``demand_floor``: the candidates with at least the
-        processors the last window's arrivals asked for (logged in ``record``), or when
-        none has as many, those of the largest machine."""
-        if self.feedback is None or not self.feedback.settings.demand_floor:
-            return cands
-        floor = self.feedback.demand_procs(now)
-        record["feedback"]["demand_procs"] = floor
-        kept = [c for c in cands if c.active_procs >= floor]
-        if not kept:
-            widest = max(c.active_procs for c in cands)
-            kept = [c for c in cands if c.active_procs == widest]
-        return kept
+    def _overloaded(self, snap: Snapshot, record: dict[str, Any]) -> bool:
+        """Whether the machine is overloaded at ``snap``: the waiting jobs ask for more
+        than the whole machine can do in one SLA window (processors x estimates), and
+        their metric surely misses the SLA's own limit whatever the setting (the least
+        it can end at, :func:`metric_floor`, logged in ``record`` as ``floor``, is above
+        it). Only what-ifs of the snapshot's jobs alone (``arrivals: none``) are bound
+        by it."""
+        s = self.settings
+        k = snap.n_running
+        if s.arrivals != "none" or (float(np.dot(snap.procs[k:], snap.estimate_s[k:]))
+                                    <= snap.total_procs * s.sla_window_s):
+            return False
+        least = metric_floor(snap, s.sla_metric)
+        if least is None or not missed(least, s.sla_max):
+            return False
+        record["floor"] = least
+        return True
 
     def _search_and_choose(self, sim: MainSimulator, snap: Snapshot,
                            cands: list[Candidate]) -> _Outcome:
@@ -317,9 +356,7 @@ class Controller:
             return {}
         fs = self.feedback.settings
         limits = [d["feedback"]["limit"] for d in self.decisions if "feedback" in d]
-        floor = {"demand_floor": True} if fs.demand_floor else {}
         return {"feedback": {"relax_below": fs.relax_below, "full_above": fs.full_above,
-                             **floor,
                              "window_s": self.feedback.window_s,
                              "tightened_ticks": sum(1 for v in limits
                                                     if v < self.settings.sla_max),
