@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ import pytest
 
 from olsctl.cli import main
 from olsctl.study import Study, StudyError, canonical, load_study, run_study, study_table
+from olsctl.study.execution import quiet_recycled_workers
 from olsctl.study.storage import _locked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -564,3 +566,13 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert len(result.done) == len(result.failed) == 1
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())  # colours off
     assert "0/2 runs, 0 failed," in text and "2/2 runs, 1 failed," in text and " left" in text
+
+
+def test_a_recycled_worker_is_not_reported_as_a_failure(recwarn):
+    """loky replaces a worker whose memory grew past its limit with a warning that reads
+    like a failure; a study does not show it, and shows every other warning."""
+    quiet_recycled_workers()
+    warnings.warn("A worker stopped while some jobs were given to the executor. This can be "
+                  "caused by a too short worker timeout or by a memory leak.", UserWarning)
+    warnings.warn("something else", UserWarning)
+    assert [str(w.message) for w in recwarn] == ["something else"]

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -162,6 +163,8 @@ def _outcomes(study: Study, todo: list[GridPoint], scratch: Path, client) -> Ite
     from joblib import Parallel, delayed, parallel_config
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
+    quiet_recycled_workers()
+
     # every worker ends with this process, even one killed outright (_die_with_parent)
     with parallel_config(backend="loky", initializer=_die_with_parent,
                          initargs=(os.getpid(),)):
@@ -173,6 +176,18 @@ def _outcomes(study: Study, todo: list[GridPoint], scratch: Path, client) -> Ite
         why = " ".join(str(exc).split())[:200]
         raise StudyError(f"{study.source}: a worker process died ({why}); the finished runs "
                          f"are kept: run the study again to go on") from None
+
+
+#: the start of the warning loky gives when it replaces a worker whose memory grew past
+#: its limit (a worker that ran a large log) while runs were queued for it: the runs are
+#: not lost, the replacement takes them (joblib/joblib#869)
+RECYCLED_WORKER = "A worker stopped while some jobs were given to the executor"
+
+
+def quiet_recycled_workers() -> None:
+    """Do not show loky's :data:`RECYCLED_WORKER` warning, which reads like a failure; a
+    worker that really dies still stops the study with its own message."""
+    warnings.filterwarnings("ignore", message=RECYCLED_WORKER, category=UserWarning)
 
 
 #: how often a study worker looks whether the study process is still there (s)
