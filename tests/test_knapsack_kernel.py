@@ -30,10 +30,10 @@ VARIANTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def capped_tasks(tmp_path_factory):
+def _recorded_tasks(out, load_scale: float, caps: list, interval_s: float) -> list:
     """The what-if tasks of a capped controller run on KTH-SP2 (configs/cap-ols.yaml's
-    policy and caps, 10% more load), every 150th tick's."""
+    policy) at ``load_scale`` with the ``caps`` (fractions of the peak), a tick every
+    ``interval_s``."""
     tasks = []
     real = batches.tick_template
 
@@ -43,19 +43,26 @@ def capped_tasks(tmp_path_factory):
         return real(snap, policy, until_s, task)
 
     config = build_config({
-        "trace": "KTH-SP2", "load_scale": 1.1, "out": str(tmp_path_factory.mktemp("cap")),
+        "trace": "KTH-SP2", "load_scale": load_scale, "out": str(out),
         "policy": dict(VARIANTS[0], name="knapsack", window=20),
         "power": {"cap": {"fraction": 1.0}},
-        "controller": {"interval_s": 3600, "candidates": {
-            "active_procs": {"fraction": [1.0]},
-            "power_cap": {"fraction": [0.4, 0.5, 0.625, 0.75, 0.875, 1.0]}},
+        "controller": {"interval_s": interval_s, "candidates": {
+            "active_procs": {"fraction": [1.0]}, "power_cap": {"fraction": caps}},
             "sla": {"metric": "mean_bsld", "max": 200}, "cost": "power_cap"}})
     batches.tick_template = record
     try:
         execute(config)
     finally:
         batches.tick_template = real
-    return tasks[::150]
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def capped_tasks(tmp_path_factory):
+    """The what-if tasks of a capped controller run (configs/cap-ols.yaml's caps, 10% more
+    load), every 150th tick's."""
+    return _recorded_tasks(tmp_path_factory.mktemp("cap"), 1.1,
+                           [0.4, 0.5, 0.625, 0.75, 0.875, 1.0], 3600)[::150]
 
 
 def test_the_compiled_knapsack_what_ifs_give_the_python_trials(capped_tasks, monkeypatch):
@@ -81,6 +88,25 @@ def test_the_compiled_knapsack_what_ifs_give_the_python_trials(capped_tasks, mon
                 cut += len(got) > 1
     assert compared == 24 * len(capped_tasks) and len(capped_tasks) >= 40
     assert cut > 50 and held >= 2 and busy > 10, (cut, held, busy)
+
+
+def test_long_queues_in_wfp_order_give_the_python_trials(tmp_path, monkeypatch):
+    """Where the queue is far longer than what a pass reads, the compiled loop ranks only
+    the front of the WFP order (:mod:`olsctl.policies.core.front`) and keeps the held job
+    between passes: on the ticks with the longest queues of a heavily loaded capped run
+    (more than 150 waiting), under force reserve and when-fits and windows of 20 and 3,
+    the trials are those of the Python pass."""
+    tasks = _recorded_tasks(tmp_path, 1.6, [0.3, 1.0], 6 * 3600)
+    tasks = sorted(tasks, key=lambda t: -t.snapshot.n_waiting)[:3]
+    assert min(t.snapshot.n_waiting for t in tasks) > 150
+    compared = 0
+    for task in tasks:
+        total, peak = task.snapshot.total_procs, task.snapshot.power.peak_w
+        for variant in (VARIANTS[0], dict(VARIANTS[2], window=3)):
+            t = replace(task, policy=dict(variant, name="knapsack"), stop_above=None)
+            compared += len(same_trials(t, [Candidate(total, f * peak * total)
+                                            for f in (0.3, 0.6)], monkeypatch))
+    assert compared == 12
 
 
 @pytest.mark.parametrize("force", ["now", "reserve", "when-fits"])

@@ -103,7 +103,7 @@ def ranks_before(ka: float, ra: int, kb: float, rb: int) -> bool:
     return ka == kb and ra < rb
 
 
-@kernel
+@kernel(inline=True)
 def rank_queue(code: int, now: float, order: np.ndarray, nq: int, rank: np.ndarray,
                key: np.ndarray, queue: np.ndarray, procs: np.ndarray, est: np.ndarray,
                submit: np.ndarray) -> None:

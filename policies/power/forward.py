@@ -15,12 +15,16 @@ import numpy as np
 from olsctl.policies.core.backfill import INF
 from olsctl.policies.core.bound import MEAN_BSLD
 from olsctl.policies.core.jit import kernel, specialize, warm_up
-from olsctl.policies.core.loop import (DUE, METRIC, NQ, N_CLOCK, N_COUNTS, N_TAIL,
+from olsctl.policies.core.front import (FRONT_ON, FRONT_SIZE, FRONT_SPARE, N_FRONT_FLT,
+                                        N_FRONT_INT,
+                                        front_open, front_order)
+from olsctl.policies.core.loop import (DUE, METRIC, NOW, NQ, N_CLOCK, N_COUNTS, N_TAIL,
                                        order_started, still_waiting, what_if_loop)
-from olsctl.policies.core.order import WFP, rank_queue
-from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, K_FORCE, K_PREDICTED,
-                                           K_TOTAL, K_WINDOW, N_KFLT, N_KINT, FORCE_RESERVE,
-                                           knapsack_pass, phase_power, recent_mean)
+from olsctl.policies.core.order import WFP
+from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_NOW, FORCE_RESERVE,
+                                           K_FORCE, K_HELD, K_PREDICTED, K_TOTAL, K_WHOLE,
+                                           K_WINDOW, N_KFLT, N_KINT, phase_power,
+                                           recent_mean, window_pass)
 
 #: ``learn``: whether predictions follow a per-user history, and how many jobs it weighs
 L_HISTORY, L_WINDOW = range(2)
@@ -46,18 +50,37 @@ def knapsack_forward(code: int, procs: np.ndarray, est: np.ndarray, runtime: np.
     its prediction is ``gpred[juser[j]]``; with ``learn[L_HISTORY]``, each job that ends
     adds its true ``jstat`` to its user's last jobs (``ring``, ``ring_n``), and the
     user's prediction becomes their weighted mean (:func:`recent_mean`, the last
-    ``learn[L_WINDOW]``, weights ``alpha`` ** age)."""
+    ``learn[L_WINDOW]``, weights ``alpha`` ** age).
+
+    In WFP order the loop keeps the order's front (:mod:`olsctl.policies.core.front`)
+    and, unless two waiting jobs are marked held, the held job (``kint[K_HELD]``)."""
     nq = count[NQ]
-    order = np.empty(nq, dtype=np.int64)  # (in WFP order: the last pass's order)
-    rank = np.empty(len(procs), dtype=np.int64)
+    n = len(procs)
+    rank = np.empty(n, dtype=np.int64)
     for i in range(nq):
-        order[i] = queue[i]
         rank[queue[i]] = i
+    fint = np.zeros(N_FRONT_INT, dtype=np.int64)
+    slope = np.empty(n)
+    if code == WFP:
+        front_open(clock[NOW], queue, nq, procs, est, submit, slope, fint)
+    if kint[K_FORCE] != FORCE_NOW and kint[K_HELD] == 0:
+        marked = 0
+        for i in range(nq):
+            if entry[queue[i]] == -np.inf:
+                marked += 1
+                kint[K_HELD] = queue[i] + 2
+        if marked == 0:
+            kint[K_HELD] = 1
+        elif marked > 1:  # (searched at each pass, in the whole queue's order)
+            kint[K_HELD] = 0
+            fint[FRONT_ON] = 0
     return knapsack_loop(code, procs, est, runtime, submit, start, queue, running, heap_t,
                          heap_j, started, clock, count, seen, bsld_s,
                          (runtime, juser, gpred, ring, ring_n, jstat, ph_off, ph_start, ph_w,
-                          run_w, entry, kint, kflt, learn, alpha, order, rank,
-                          np.empty(len(procs))))
+                          run_w, entry, kint, kflt, learn, alpha, np.empty(nq, np.int64),
+                          rank, np.empty(n), np.empty(nq, np.int64), fint,
+                          np.zeros(N_FRONT_FLT), slope, np.empty(nq), np.full(n, -1.0),
+                          np.empty(kint[K_WINDOW], np.int64), np.empty(kint[K_WINDOW], np.int64)))
 
 
 @kernel(inline=True)
@@ -78,25 +101,35 @@ def knapsack_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: i
                   submit: np.ndarray, start: np.ndarray, running: np.ndarray, n_run: int,
                   started: np.ndarray) -> tuple:
     """The knapsack's pass in the what-if loop: the running jobs' power now, from their
-    phases, then :func:`knapsack_pass`."""
+    phases (looked up only once a job's phase has changed), then :func:`knapsack_pass`."""
     (runtime, juser, gpred, ring, ring_n, jstat, ph_off, ph_start, ph_w, run_w, entry,
-     kint, kflt, learn, alpha, order, rank, key) = ps
+     kint, kflt, learn, alpha, order, rank, key, farr, fint, fflt, slope, prio, ph_next,
+     win, chosen) = ps
     busy = 0
     for k in range(n_run):
         j = np.int64(running[k, 1])
         busy += procs[j]
-        run_w[j] = phase_power(now, start[j], runtime[j], ph_start, ph_w, ph_off[j],
-                               ph_off[j + 1])
+        x = (now - start[j]) / runtime[j] if runtime[j] > 0 else 0.0
+        if not x < ph_next[j]:  # (the share done only grows: else the same phase)
+            run_w[j], ph_next[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])
     if busy >= idle + busy or nq == 0:
         return 0, n_run, mark  # nothing can start (the pass would return at once)
-    if code == WFP:  # the last pass's order, put in the order of now
-        rank_queue(code, now, order, nq, rank, key, queue, procs, est, submit)
+    if code == WFP:  # the front of the order of now
+        known = front_order(now, order, farr, fint, fflt, nq, rank, key, queue, procs, est,
+                            submit, slope, prio, kint[K_WINDOW] + FRONT_SPARE)
         ordered = order
     else:
+        known = nq
         ordered = queue
-    ns, n_run = knapsack_pass(now, idle + busy, busy, ordered, nq, procs, est, start,
-                              running, n_run, run_w, juser, gpred, entry, kint, kflt,
-                              started)
+    kint[K_WHOLE] = 0
+    ns, n_run = window_pass(now, idle + busy, busy, ordered, nq, procs, est, submit, start,
+                            running, n_run, run_w, juser, gpred, entry, kint, kflt, started,
+                            known, code, queue, win, chosen)
+    if kint[K_WHOLE]:
+        fint[FRONT_SIZE] = 0  # (the whole queue ordered: a front taken afresh next)
+    held = kint[K_HELD] - 2
+    if held >= 0 and start[held] == start[held]:
+        kint[K_HELD] = 1  # the held job started
     return ns, n_run, mark
 
 
@@ -104,9 +137,10 @@ def knapsack_step(code: int, ps: tuple, now: float, idle: int, n_pos: int, nq: i
 def knapsack_started(code: int, ps: tuple, ns: int, nq: int, mark: int, queue: np.ndarray,
                      start: np.ndarray, procs: np.ndarray) -> tuple:
     """``ns`` jobs started: the queue (arrival order) moves up behind them, and in WFP
-    order the last pass's order too."""
-    if code == WFP:
-        return order_started(ps[15], queue, nq, start, ns), mark
+    order the front too (in the last pass's order and in arrival order)."""
+    fint = ps[19]
+    if code == WFP and fint[FRONT_SIZE]:
+        fint[FRONT_SIZE] = order_started(ps[15], ps[18], fint[FRONT_SIZE], start, ns)
     return still_waiting(queue, nq, start, ns), mark
 
 
@@ -139,7 +173,11 @@ def knapsack_woke(ps: tuple, active: int) -> None:
 #: jobs per user and their counts, each job's true stat, the phases (offsets, starts,
 #: levels), room for the running jobs' power, window entries, the pass's settings
 #: (``kint``, ``kflt``), the history's settings and its weight ``alpha``, then in WFP
-#: order the last pass's order, each job's arrival rank and room for its key)
+#: order the front (:mod:`olsctl.policies.core.front`: in the last pass's order, each
+#: job's arrival rank, room for its key, the front in arrival order, ``fint``, ``fflt``,
+#: each job's slope, room for the priorities), and for each running job the share of its
+#: runtime at which its power next changes (below 0: to be found), and room for a
+#: pass's window)
 knapsack_loop = specialize(what_if_loop, "knapsack_loop", refcounts=False,
                            pass_by_position=knapsack_by_position, pass_marks=knapsack_marks,
                            pass_step=knapsack_step, pass_started=knapsack_started,

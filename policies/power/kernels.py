@@ -12,10 +12,13 @@ hold the pass's settings and counters (the ``K_`` and ``F_`` indexes below).
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
+from olsctl.policies.core.order import order_into
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
@@ -23,15 +26,28 @@ FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
 FORCE_CODES = {"now": FORCE_NOW, "when-fits": FORCE_WHEN_FITS, "reserve": FORCE_RESERVE}
 
 #: ``kint``: the window, the force mode, whether running jobs count at their prediction
-#: too (headroom predicted), the machine's processors, the forced starts so far
-K_WINDOW, K_FORCE, K_PREDICTED, K_TOTAL, K_FORCED = range(5)
+#: too (headroom predicted), the machine's processors, the forced starts so far, the
+#: held job kept between passes (0: not kept, searched at each pass; 1: none; else the
+#: job + 2), whether the pass ordered the whole queue (see :func:`knapsack_pass`)
+K_WINDOW, K_FORCE, K_PREDICTED, K_TOTAL, K_FORCED, K_HELD, K_WHOLE = range(7)
 
-N_KINT = 5
+N_KINT = 7
 
 #: ``kflt``: idle and sleeping power per processor, the cap in force
 F_IDLE, F_SLEEP, F_CAP = range(3)
 
 N_KFLT = 3
+
+
+def flat_phases(p, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The phases of the first ``n`` jobs of the power state ``p`` as the kernels read
+    them: (offsets, starts, levels), job ``j``'s phases at ``offsets[j]:offsets[j + 1]``."""
+    sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=off[1:])
+    total = int(off[-1])
+    return (off, np.fromiter(chain.from_iterable(p.phase_start), float, total),
+            np.fromiter(chain.from_iterable(p.phase_w), float, total))
 
 
 @kernel
@@ -51,12 +67,12 @@ def recent_mean(values, m: int, window: int, alpha: float) -> float:
 
 
 @kernel(inline=True)
-def phase_power(now: float, start: float, runtime: float, ph_start: np.ndarray,
-                ph_w: np.ndarray, a: int, b: int) -> float:
-    """A running job's power per processor at ``now``: the level of its phase then
-    (phases ``a`` to ``b`` - 1 of the flat ``ph_start`` (fractions of its runtime) and
-    ``ph_w``)."""
-    x = (now - start) / runtime if runtime > 0 else 0.0
+def phase_power(x: float, ph_start: np.ndarray, ph_w: np.ndarray, a: int, b: int) -> tuple:
+    """A running job's power per processor once the share ``x`` of its runtime is done
+    (``x`` = (now - start) / runtime, 0 for no runtime): the level of its phase then
+    (phases ``a`` to ``b`` - 1 of the flat ``ph_start`` (shares of its runtime) and
+    ``ph_w``), and the share at which its next phase begins (inf: none). Until ``x``
+    reaches that share, the level stays."""
     lo, hi = a, b
     while lo < hi:  # (bisect right)
         mid = (lo + hi) // 2
@@ -65,22 +81,60 @@ def phase_power(now: float, start: float, runtime: float, ph_start: np.ndarray,
         else:
             lo = mid + 1
     k = lo - 1
-    return ph_w[k if k > a else a]
+    return ph_w[k if k > a else a], (ph_start[lo] if lo < b else np.inf)
+
+
+@kernel
+def running_power(now: float, jobs: np.ndarray, began: np.ndarray, runtime: np.ndarray,
+                  ph_off: np.ndarray, ph_start: np.ndarray, ph_w: np.ndarray,
+                  run_w: np.ndarray) -> None:
+    """Each running job ``jobs[i]``'s power per processor at ``now`` in ``run_w`` (by job),
+    from its phases (``ph_off[j]:ph_off[j + 1]`` of ``ph_start``, ``ph_w``), ``began[i]``
+    and ``runtime[i]`` being its start and runtime
+    (:meth:`olsctl.power.runtime.PowerState.job_power_now` without a power limit)."""
+    for i in range(len(jobs)):
+        j = jobs[i]
+        x = (now - began[i]) / runtime[i] if runtime[i] > 0 else 0.0
+        run_w[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])[0]
 
 
 @kernel
 def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: int,
-                  procs: np.ndarray, est: np.ndarray, start: np.ndarray,
+                  procs: np.ndarray, est: np.ndarray, submit: np.ndarray, start: np.ndarray,
                   running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
                   gpred: np.ndarray, entry: np.ndarray, kint: np.ndarray,
-                  kflt: np.ndarray, started: np.ndarray) -> tuple:
+                  kflt: np.ndarray, started: np.ndarray, known: int, code: int,
+                  queue: np.ndarray) -> tuple:
     """One pass of Wallace's window knapsack
     (:class:`olsctl.policies.power.knapsack.WindowKnapsack` gives the rules) at ``now``
-    over the waiting jobs ``ordered[:nq]`` (in the policy's queue order, their ``start``
-    NaN; left as they are), with ``active`` processors of which ``busy`` are in use by
-    the running jobs ``running[:n_run]`` ((expected end, job) rows, ascending). Jobs it
-    starts get their start time, join the running rows and are listed in ``started``;
-    window entries are marked in ``entry``. Returns (jobs started, running jobs)."""
+    over the waiting jobs ``ordered[:nq]`` (in the policy's queue order ``code``, their
+    ``start`` NaN; left as they are), with ``active`` processors of which ``busy`` are in
+    use by the running jobs ``running[:n_run]`` ((expected end, job) rows, ascending).
+    Jobs it starts get their start time, join the running rows and are listed in
+    ``started``; window entries are marked in ``entry``. Returns (jobs started, running
+    jobs).
+
+    Only ``ordered[:known]`` need be in order: should the pass read further, it orders
+    the whole queue there from ``queue[:nq]`` (the same jobs in arrival order) and sets
+    ``kint[K_WHOLE]``. With ``kint[K_HELD]`` kept (not 0), the held job is taken from
+    there, and a job the pass holds is noted there."""
+    window = kint[K_WINDOW]
+    return window_pass(now, active, busy, ordered, nq, procs, est, submit, start, running,
+                       n_run, run_w, juser, gpred, entry, kint, kflt, started, known, code,
+                       queue, np.empty(window, dtype=np.int64),
+                       np.empty(window, dtype=np.int64))
+
+
+@kernel(inline=True)
+def window_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: int,
+                procs: np.ndarray, est: np.ndarray, submit: np.ndarray, start: np.ndarray,
+                running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
+                gpred: np.ndarray, entry: np.ndarray, kint: np.ndarray, kflt: np.ndarray,
+                started: np.ndarray, known: int, code: int, queue: np.ndarray,
+                win: np.ndarray, chosen: np.ndarray) -> tuple:
+    """:func:`knapsack_pass` with room for the window (``win``, ``chosen``: at least the
+    window's length each), compiled into its callers: it allocates nothing itself, so a
+    what-if loop that counts no references can take it."""
     ns = 0
     if busy >= active or nq == 0:
         return ns, n_run
@@ -94,22 +148,16 @@ def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: i
     held = -1
     until = 0.0
     if force != FORCE_NOW:
-        held = held_job(entry, ordered, nq)
+        held = held_job(entry, ordered, nq) if kint[K_HELD] == 0 else kint[K_HELD] - 2
         if held >= 0:
             rise = procs[held] * (gpred[juser[held]] - idle_w)
             if procs[held] > active - busy or rise > room:
                 if force == FORCE_WHEN_FITS or n_run == 0:
                     # nothing else starts before the held job (the idle rule aside)
-                    first = np.empty(nq, dtype=np.int64)
-                    first[0] = held
-                    k = 1
-                    for i in range(nq):
-                        if ordered[i] != held:
-                            first[k] = ordered[i]
-                            k += 1
-                    ns, n_run = start_if_idle(now, active, busy, first, nq, procs, est,
-                                              start, running, n_run, kint, started, ns)
-                    return ns, n_run
+                    whole_order(known, code, now, queue, nq, procs, est, submit, ordered,
+                                kint)
+                    return held_first(now, active, busy, held, ordered, nq, procs, est,
+                                      start, running, n_run, kint, started)
                 holding = True
                 until = fits_at(held, rise, room, active - busy, procs, running, n_run,
                                 run_w, juser, gpred, predicted, idle_w)
@@ -119,14 +167,15 @@ def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: i
                 ns += 1
                 busy += procs[held]
                 room -= rise
-    win = np.empty(window, dtype=np.int64)
-    chosen = np.empty(window, dtype=np.int64)
     while True:
         free = active - busy
         if free <= 0:
             return ns, n_run
         nw = 0
         for i in range(nq):
+            if i == known:
+                known = whole_order(known, code, now, queue, nq, procs, est, submit,
+                                    ordered, kint)
             j = ordered[i]
             if start[j] != start[j]:  # NaN: not started in this pass
                 win[nw] = j
@@ -154,20 +203,21 @@ def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: i
         if nc == 0:
             if holding or (nw < window and n_run > 0):
                 return ns, n_run
-            by_entry = np.argsort(entry[win[:nw]], kind="mergesort")
-            for i in range(nw):
-                chosen[i] = win[by_entry[i]]
+            by_entry(win, nw, entry, chosen)
             first = chosen[0]
             if nw == window and force != FORCE_NOW:
                 entry[first] = -np.inf  # held: waits for room, then starts
+                if kint[K_HELD] != 0:
+                    kint[K_HELD] = first + 2
             elif nw == window and procs[first] <= free:
                 n_run = start_job(first, now, procs, est, start, running, n_run)
                 started[ns] = first
                 ns += 1
                 kint[K_FORCED] += 1  # at most one forced start a pass
                 return ns, n_run
-            ns, n_run = start_if_idle(now, active, busy, chosen, nw, procs, est, start,
-                                      running, n_run, kint, started, ns)
+            if n_run == 0 and ns == 0:
+                ns, n_run = start_if_idle(now, active, busy, chosen, nw, procs, est, start,
+                                          running, n_run, kint, started, ns)
             return ns, n_run
         for i in range(nc):
             j = chosen[i]
@@ -179,6 +229,44 @@ def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: i
 
 
 @kernel
+def held_first(now: float, active: int, busy: int, held: int, ordered: np.ndarray, nq: int,
+               procs: np.ndarray, est: np.ndarray, start: np.ndarray, running: np.ndarray,
+               n_run: int, kint: np.ndarray, started: np.ndarray) -> tuple:
+    """Nothing starts before the held job but by the idle rule (:func:`start_if_idle`),
+    the held job first, then ``ordered[:nq]``. Returns (jobs started, running jobs)."""
+    first = np.empty(nq, dtype=np.int64)
+    first[0] = held
+    k = 1
+    for i in range(nq):
+        if ordered[i] != held:
+            first[k] = ordered[i]
+            k += 1
+    return start_if_idle(now, active, busy, first, nq, procs, est, start, running, n_run,
+                         kint, started, 0)
+
+
+@kernel
+def by_entry(win: np.ndarray, nw: int, entry: np.ndarray, chosen: np.ndarray) -> None:
+    """The window ``win[:nw]`` by window entry (stable: ties in its order) in ``chosen``."""
+    order = np.argsort(entry[win[:nw]], kind="mergesort")
+    for i in range(nw):
+        chosen[i] = win[order[i]]
+
+
+@kernel
+def whole_order(known: int, code: int, now: float, queue: np.ndarray, nq: int,
+                procs: np.ndarray, est: np.ndarray, submit: np.ndarray,
+                ordered: np.ndarray, kint: np.ndarray) -> int:
+    """The whole queue in ``ordered[:nq]``, in order ``code`` from ``queue[:nq]``, unless
+    ``known`` says it is already (its first ``known`` jobs are the same whichever way
+    they were ordered); returns ``nq``."""
+    if known < nq:
+        order_into(code, now, queue[:nq], procs, est, submit, ordered)
+        kint[K_WHOLE] = 1
+    return nq
+
+
+@kernel(inline=True)
 def measured_w(active: int, busy: int, total: int, procs: np.ndarray, running: np.ndarray,
                n_run: int, run_w: np.ndarray, juser: np.ndarray, gpred: np.ndarray,
                predicted: bool, idle_w: float, sleep_w: float) -> float:
@@ -239,7 +327,7 @@ def held_job(entry: np.ndarray, ordered: np.ndarray, nq: int) -> int:
     return -1
 
 
-@kernel
+@kernel(inline=True)
 def fits_at(held: int, rise: float, room: float, free: int, procs: np.ndarray,
             running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
             gpred: np.ndarray, predicted: bool, idle_w: float) -> float:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from olsctl.policies.core.jit import compiled
-from olsctl.policies.core.order import ORDER_CODES
+from olsctl.policies.core.order import ORDER_CODES, WFP
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
 from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCE, K_FORCED, K_PREDICTED,
-                                           K_TOTAL, K_WINDOW, N_KINT)
+                                           K_TOTAL, K_WINDOW, N_KINT, flat_phases)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -79,22 +79,35 @@ class WindowKnapsack(_PowerPolicy):
         if nr:
             rows[:nr] = running
         run_w = a.run_w
-        for _, j in running:
-            run_w[j] = p.job_power_now(state, j)
+        k = compiled()
+        if state.limit is None:
+            jobs = rows[:nr, 1].astype(np.int64)
+            ids = jobs.tolist()
+            k.running_power(state.now_s, jobs,
+                            np.fromiter(map(state.start_s.__getitem__, ids), float, nr),
+                            np.fromiter(map(state.runtime_s.__getitem__, ids), float, nr),
+                            a.ph_off, a.ph_start, a.ph_w, run_w)
+        else:
+            for _, j in running:
+                run_w[j] = p.job_power_now(state, j)
         kint = np.zeros(N_KINT, dtype=np.int64)
         kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
         kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
         kflt = np.array((p.idle_w, p.sleep_w, p.cap_now(state)))
-        k = compiled()
-        ordered = k.ordered_queue(ORDER_CODES[self.order], state.now_s,
-                                  np.fromiter(queue, np.int64, nq), a.procs, a.est, a.submit)
+        code = ORDER_CODES[self.order]
+        waiting = np.fromiter(queue, np.int64, nq)
+        ordered = a.wfp_order(k, state.now_s, waiting) if code == WFP else \
+            k.ordered_queue(code, state.now_s, waiting, a.procs, a.est, a.submit)
         ns, _ = k.knapsack_pass(state.now_s, state.active_procs, state.busy_procs, ordered,
-                                nq, a.procs, a.est, a.start, rows, nr, run_w, a.juser,
-                                a.gpred, a.entry, kint, kflt, a.started)
+                                nq, a.procs, a.est, a.submit, a.start, rows, nr, run_w,
+                                a.juser, a.gpred, a.entry, kint, kflt, a.started, nq,
+                                ORDER_CODES[self.order], ordered)
         # the pass marks window entries among the first window + ns jobs in its order
         window_entry, entry = p.window_entry, a.entry
         for j in ordered[:self.window + ns].tolist():
             window_entry[j] = float(entry[j])
+        if code == WFP:
+            a.wfp_started(ordered, a.started[:ns])
         started = a.started[:ns].tolist()
         a.start[started] = np.nan  # (the scratch of the next pass: waiting jobs NaN)
         for j in started:
@@ -126,6 +139,7 @@ class _PassArrays:
         self.run_w = np.zeros(n)
         self.started = np.empty(n, dtype=np.int64)
         self.entry = np.array(p.window_entry, dtype=float)
+        self.ph_off, self.ph_start, self.ph_w = flat_phases(p, n)
         self.by_user = isinstance(predictor, History)
         self.fixed = isinstance(predictor, (Oracle, Naive))
         if self.by_user:
@@ -144,6 +158,39 @@ class _PassArrays:
                                   dtype=float) if self.fixed else np.zeros(n)
         #: the jobs running after the last pass (those gone since have ended)
         self.seen_running = {j for _, j in state.running}
+        #: in WFP order: the waiting jobs in the last pass's order (None: none kept),
+        #: whether each job is among them, each waiting job's rank in the queue and room
+        #: for its key
+        self.order: "np.ndarray | None" = None
+        self.listed = np.zeros(n, dtype=np.bool_)
+        self.rank = np.zeros(n, dtype=np.int64)
+        self.key = np.zeros(n)
+
+    def wfp_order(self, k, now_s: float, waiting: np.ndarray) -> np.ndarray:
+        """The waiting jobs (``waiting``, in arrival order) in WFP order at ``now_s``, as
+        :func:`olsctl.policies.core.order.ordered_queue` gives it, put in order from the
+        last pass's order with the jobs come since behind (``rank_queue`` of the
+        compiled kernels ``k``); kept for the next pass."""
+        fresh = waiting[~self.listed[waiting]]
+        last = self.order
+        if last is None or last.size + fresh.size != waiting.size:  # (a job left unseen)
+            self.listed[:] = False
+            last, fresh = waiting[:0], waiting
+        order = np.concatenate((last, fresh))
+        self.listed[fresh] = True
+        nq = waiting.size
+        self.rank[waiting] = np.arange(nq)
+        k.rank_queue(WFP, now_s, order, nq, self.rank, self.key, waiting, self.procs,
+                     self.est, self.submit)
+        self.order = order
+        return order
+
+    def wfp_started(self, order: np.ndarray, started: np.ndarray) -> None:
+        """The jobs ``started`` by a pass over ``order`` (their ``start`` set) leave the
+        kept order."""
+        if started.size:
+            self.order = order[np.isnan(self.start[order])]
+            self.listed[started] = False
 
     def update(self, state: "SimState", predictor, stat: str) -> None:
         """Predictions as they are now: the users of the jobs ended since the last pass

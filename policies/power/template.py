@@ -12,7 +12,7 @@ or the history (the learner's profiles stay in Python).
 from __future__ import annotations
 
 import math
-from itertools import chain, islice
+from itertools import islice
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from olsctl.policies.core.run import LoopRun, copied_for, loop_arrays
 from olsctl.policies.power import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
                                            K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT, N_KINT,
-                                           recent_mean)
+                                           flat_phases, recent_mean)
 from olsctl.power.predict import STATS, History, Naive, Oracle
 from olsctl.power.runtime import HISTORY_LEN
 
@@ -71,12 +71,7 @@ class KnapsackTemplate:
         k.running_open(nr, a["procs"], a["est"], a["runtime"], a["submit"], a["start"],
                        a["running"], a["heap_t"], a["heap_j"], count, clock, a["seen"],
                        BSLD_BOUND_S)
-        sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
-        a["ph_off"] = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=a["ph_off"][1:])
-        total = int(a["ph_off"][-1])
-        a["ph_start"] = np.fromiter(chain.from_iterable(p.phase_start), float, total)
-        a["ph_w"] = np.fromiter(chain.from_iterable(p.phase_w), float, total)
+        a["ph_off"], a["ph_start"], a["ph_w"] = flat_phases(p, n)
         a["run_w"] = np.zeros(n)
         a["entry"] = np.array(p.window_entry[:n], dtype=float)
         self._predictions(a, p, policy)
@@ -116,11 +111,10 @@ class KnapsackTemplate:
             for user, u in group.items():
                 past = p.history.get(user)
                 if past:
-                    values = [rec[k] for rec in islice(past, max(len(past) - width, 0),
-                                                       None)]
+                    values, gpred[u] = _user_row(user, past, k, width, pred.window,
+                                                 pred.alpha)
                     ring[u, :len(values)] = values
                     ring_n[u] = len(values)
-                    gpred[u] = recent_mean(values, len(values), pred.window, pred.alpha)
             a["learn"][:] = (1, pred.window)
             a["alpha"] = float(pred.alpha)
 
@@ -145,6 +139,32 @@ class KnapsackTemplate:
         kint[K_FORCE] = FORCE_CODES[policy.force]
         arrays["kflt"][F_CAP] = self.cap_w if cap_w is None else cap_w
         return KnapsackRun(self, ORDER_CODES[policy.order], arrays)
+
+
+#: each user's last jobs as a template's history row, and their prediction, by (user,
+#: statistic, row width, history window, weight): made again when the user's history
+#: (an immutable tuple, replaced when a job of theirs ends) is another; at most
+#: :data:`USER_ROWS_KEPT` kept
+_USER_ROWS: dict = {}
+
+USER_ROWS_KEPT = 100_000
+
+
+def _user_row(user, past: tuple, k: int, width: int, window: int,
+              alpha: float) -> tuple[list[float], float]:
+    """The last ``width`` values of statistic ``k`` in ``past`` (a user's history, oldest
+    first) and their weighted mean (:func:`recent_mean`, the last ``window``, weights
+    ``alpha`` ** age)."""
+    key = (user, k, width, window, alpha)
+    kept = _USER_ROWS.get(key)
+    if kept is not None and kept[0] is past:
+        return kept[1], kept[2]
+    values = [rec[k] for rec in islice(past, max(len(past) - width, 0), None)]
+    mean = recent_mean(values, len(values), window, alpha)
+    if len(_USER_ROWS) >= USER_ROWS_KEPT:
+        _USER_ROWS.clear()
+    _USER_ROWS[key] = (past, values, mean)
+    return values, mean
 
 
 class KnapsackRun(LoopRun):
