@@ -101,7 +101,7 @@ class WindowKnapsack(_PowerPolicy):
         ns, _ = k.knapsack_pass(state.now_s, state.active_procs, state.busy_procs, ordered,
                                 nq, a.procs, a.est, a.submit, a.start, rows, nr, run_w,
                                 a.juser, a.gpred, a.entry, kint, kflt, a.started, nq,
-                                ORDER_CODES[self.order], ordered)
+                                code, ordered)
         # the pass marks window entries among the first window + ns jobs in its order
         window_entry, entry = p.window_entry, a.entry
         for j in ordered[:self.window + ns].tolist():
