@@ -13,6 +13,11 @@ The rule (deterministic, and it reads only the past):
 - **Pressure** ``p``: the realized metric of the current window and of the previous
   one, blended by how much of the current window has gone by (at its start all the
   previous window's, at its end all its own), over the SLA's limit.
+- **Backlog** (with ``backlog`` on): the work waiting (processors x estimates of the
+  jobs not started) over what all the processors do in a window. The pressure is then
+  the larger of the two: a queue that a smaller machine leaves behind breaks the next
+  busy window, although the jobs waiting in it, long ones mostly, have a small slowdown
+  so far.
 - **Limit** ``SLA x (1 - clip((p - relax_below) / (full_above - relax_below), 0, 1))``,
   and never below the metric's least value (1 for a bounded slowdown, 0 for a wait).
   While the realized slowdown stays below ``relax_below`` x the SLA the what-ifs must
@@ -54,11 +59,13 @@ FEEDBACK_METRICS = {"mean_bsld": FB_MEAN_BSLD, "p95_bsld": FB_P95_BSLD,
 @dataclass(frozen=True)
 class FeedbackSettings:
     """``controller.sla.feedback`` as validated: under a pressure (realized metric / SLA
-    limit) of ``relax_below`` the what-ifs must meet the SLA's own limit; from
+    limit, or with ``backlog`` the waiting work's share of a window of the whole machine
+    if larger) of ``relax_below`` the what-ifs must meet the SLA's own limit; from
     ``full_above`` on, the metric's least value."""
 
     relax_below: float = RELAX_BELOW
     full_above: float = FULL_ABOVE
+    backlog: bool = False
 
 
 class SlaFeedback:

@@ -181,6 +181,10 @@ def test_load_scale_compresses_submit_times_from_the_first(tmp_path, monkeypatch
      "controller.sla.feedback.full_above"),
     ({"controller": {"sla": {"feedback": {"relax_below": -1}}}},
      "controller.sla.feedback.relax_below"),
+    ({"controller": {"sla": {"feedback": {"backlog": "yes"}}}},
+     "controller.sla.feedback.backlog"),
+    ({"controller": {"sla": {"feedback": {"backlog": 1}}}},
+     "controller.sla.feedback.backlog"),
     ({"controller": {"sla": {"window_s": 5}}}, "controller.sla.window_s"),
     ({"sla": {"window_s": 0}}, "sla.window_s"),
     ({"sla": {"metric": "fun"}}, "sla.metric"),
@@ -194,6 +198,18 @@ def test_bad_sla_and_load_settings_name_the_key(data, key):
     with pytest.raises(ConfigError) as err:
         build_config(data, source="x.yaml")
     assert f"x.yaml: {key}" in str(err.value)
+
+
+def test_backlog_is_off_unless_set_and_named_only_when_on():
+    """Configs written before ``backlog`` existed normalize as they did (so their study
+    run ids stay); with it on, the setting is kept."""
+    def fb(spec):
+        return build_config({"controller": {"sla": {"feedback": spec}}}).controller[
+            "sla"]["feedback"]
+
+    assert fb(True) == {"relax_below": 0.05, "full_above": 0.3}
+    assert fb({"backlog": False}) == fb(True)
+    assert fb({"backlog": True}) == {"backlog": True, "relax_below": 0.05, "full_above": 0.3}
 
 
 def test_run_sla_defaults_to_the_controllers_and_can_be_set_apart():
@@ -304,3 +320,34 @@ def test_window_metric_equals_its_definition_in_numpy(metric):
             assert final == bool(done.all()), (n, state)
             finals += final
     assert 0 < finals < 30
+
+
+def test_backlog_presses_like_the_realized_slowdown(tmp_path, monkeypatch):
+    """A 4-processor machine, candidates 2 or 4 processors, SLA mean bsld
+    <= 50, feedback from 0.05 to 0.2. A (2 processors, 10,000 s) at 0; C (2 processors,
+    300,000 s) at 20. The tick at 0 sees A alone: 2 processors. C waits behind A. At
+    3600 the realized mean is (1 + 1 + 3580/300,000) / 2 = 1.006: pressure 0.0201, under
+    0.05, so the SLA's own limit, which both candidates meet (C starts at 10,000 on 2
+    processors: mean 1.017), and 2 processors stay. With ``backlog`` the waiting work,
+    2 x 300,000 processor-seconds against 4 x 604,800 in a week, is a share of 0.248,
+    beyond 0.2: the limit is 1, which neither candidate meets, and the closest (4
+    processors: C starts at once) wins."""
+    monkeypatch.chdir(tmp_path)
+    _swf(tmp_path / "t.swf", [(1, 0, 10_000, 2), (3, 20, 300_000, 2)])
+    base = "{metric: mean_bsld, max: 50, feedback: {relax_below: 0.05, full_above: 0.2%s}}"
+    cands = "  candidates: {active_procs: {procs: [2, 4]}}\n"
+    for name, extra in (("plain", ""), ("backlog", ", backlog: true")):
+        cfg = ("trace: t.swf\ncontroller:\n  interval_s: 3600\n" + cands
+               + f"  sla: {base % extra}\n  search: cheapest-first\nout: {name}\n")
+        (tmp_path / f"{name}.yaml").write_text(cfg)
+        assert main(["run", f"{name}.yaml", "--quiet", "--strict"]) == 0
+    read = {name: {d["time_s"]: d for d in map(json.loads, (tmp_path / name / "decisions.jsonl")
+                                                .read_text().splitlines())}
+            for name in ("plain", "backlog")}
+    plain, backlog = read["plain"][3600.0], read["backlog"][3600.0]
+    realized = (1 + 1 + 3580 / 300_000) / 2 / 50
+    assert plain["feedback"] == {"pressure": pytest.approx(realized), "limit": 50.0}
+    assert plain["chosen"] == {"active_procs": 2} and plain["sla_met"] is True
+    assert backlog["feedback"]["backlog"] == pytest.approx(2 * 300_000 / (4 * WEEK))
+    assert backlog["feedback"]["limit"] == 1.0
+    assert backlog["chosen"] == {"active_procs": 4} and backlog["sla_met"] is False

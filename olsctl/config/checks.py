@@ -225,9 +225,15 @@ def _check_feedback(where: str, spec: Any) -> dict | None:
                           f"{spec!r})")
     known = {"relax_below": RELAX_BELOW, "full_above": FULL_ABOVE}
     for key in spec:
-        if key not in known:
-            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)})")
-    out = {}
+        if key not in known and key != "backlog":
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(known)}, "
+                              f"backlog)")
+    out: dict = {}
+    backlog = spec.get("backlog", False)
+    if not isinstance(backlog, bool):
+        raise ConfigError(f"{where}.backlog: must be true or false (got {backlog!r})")
+    if backlog:
+        out["backlog"] = True
     for key, default in known.items():
         v = spec.get(key, default)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or math.isinf(v):

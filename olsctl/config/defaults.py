@@ -44,8 +44,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
                    "{from, to, step}"),
     "sla": (dict, {},
             "{metric: mean_bsld | p95_bsld | mean_wait_s | max_wait_s, max: number, "
-            "feedback: false | true | {relax_below, full_above}}; metric and max default "
-            "to the run's sla"),
+            "feedback: false | true | {relax_below, full_above, backlog}}; metric and max "
+            "default to the run's sla"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
                                      "power_cap, peak_power, or {weights: {name: w, ...}}"),
     "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "

@@ -44,6 +44,12 @@ OVERLOADED = ("overloaded: more work waits than the machine does in an SLA windo
               "it already misses the SLA; the largest setting, without what-ifs")
 
 
+def waiting_work(snap: Snapshot) -> float:
+    """The work the waiting jobs of ``snap`` ask for: processors x estimates, summed."""
+    k = snap.n_running
+    return float(np.dot(snap.procs[k:], snap.estimate_s[k:]))
+
+
 def metric_floor(snap: Snapshot, metric: str) -> float | None:
     """The least ``metric`` the jobs of ``snap`` can end with under any setting (None
     for a metric without one): the running ones with the waits they had, the waiting
@@ -141,7 +147,7 @@ class Controller:
                           reason="kept: changed less than min_dwell_s ago", sla_met=None)
         else:
             cands, counts = self._grid(st.total_procs)
-            self._limit = self._limit_now(st, now, record)
+            self._limit = self._limit_now(st, snap, now, record)
             if self._overloaded(snap, record):
                 self._take(sim, record, min(cands, key=_bigger_first), counts, OVERLOADED,
                            [], False)
@@ -192,15 +198,23 @@ class Controller:
         params = tuple((name, spec.get(name)) for name, _ in self.settings.params)
         return Candidate(st.active_procs, cap, self._policy_window(), params)
 
-    def _limit_now(self, st: SimState, now: float, record: dict[str, Any]) -> float:
+    def _limit_now(self, st: SimState, snap: Snapshot, now: float,
+                   record: dict[str, Any]) -> float:
         """The limit this tick's what-ifs must meet: the SLA's, or with feedback the one
-        from the slowdown realized so far (then logged in ``record``)."""
+        from the slowdown realized so far and, with ``backlog``, the work waiting in
+        ``snap`` (then logged in ``record``)."""
         if self.feedback is None:
             return self.settings.sla_max
         self.feedback.follow(st.start_order)
         pressure = self.feedback.pressure(st.start_s, now)
+        fb: dict[str, Any] = {"pressure": pressure}
+        if self.feedback.settings.backlog:
+            share = waiting_work(snap) / (snap.total_procs * self.feedback.window_s)
+            fb["backlog"] = share
+            pressure = max(pressure, share)
         limit = self.feedback.limit_at(pressure)
-        record["feedback"] = {"pressure": pressure, "limit": limit}
+        fb["limit"] = limit
+        record["feedback"] = fb
         return limit
 
     def _overloaded(self, snap: Snapshot, record: dict[str, Any]) -> bool:
@@ -211,9 +225,7 @@ class Controller:
         it). Only what-ifs of the snapshot's jobs alone (``arrivals: none``) are bound
         by it."""
         s = self.settings
-        k = snap.n_running
-        if s.arrivals != "none" or (float(np.dot(snap.procs[k:], snap.estimate_s[k:]))
-                                    <= snap.total_procs * s.sla_window_s):
+        if s.arrivals != "none" or waiting_work(snap) <= snap.total_procs * s.sla_window_s:
             return False
         least = metric_floor(snap, s.sla_metric)
         if least is None or not missed(least, s.sla_max):
@@ -356,7 +368,9 @@ class Controller:
             return {}
         fs = self.feedback.settings
         limits = [d["feedback"]["limit"] for d in self.decisions if "feedback" in d]
+        backlog = {"backlog": True} if fs.backlog else {}
         return {"feedback": {"relax_below": fs.relax_below, "full_above": fs.full_above,
+                             **backlog,
                              "window_s": self.feedback.window_s,
                              "tightened_ticks": sum(1 for v in limits
                                                     if v < self.settings.sla_max),
