@@ -22,6 +22,7 @@ from conftest import make_main, workload_from_rows, write_burst_trace
 from olsctl.controller import Candidate, ControllerSettings, WhatIfTask, choose, what_if
 from olsctl.controller.dispatch import Dispatcher
 from olsctl.controller.forecast import floor_basis, forecast_floor
+from olsctl.controller.scoring import WhatIfRun
 from olsctl.controller.search import (STRATEGIES, SearchContext, _bigger_first,
                                       _complete_closest, cost_floors, settled)
 from olsctl.policies import make_policy
@@ -180,27 +181,34 @@ def test_the_floors_never_exceed_the_forecast_and_meet_it_when_no_job_can_start(
         snap = task.snapshot
         basis = floor_basis(snap, task)
         for c in cands:
-            trial = what_if(task, c)
-            energy_floor, peak_floor = forecast_floor(basis, snap, task, c.active_procs)
+            run = WhatIfRun(task, c)
+            trial = run.trial
+            energy_floor, peak_floor, idle_floor = forecast_floor(basis, snap, task,
+                                                                  c.active_procs)
             if trial.energy_j is None:  # a job wider than the machine: no forecast
                 assert trial.unstarted > 0
                 continue
             compared += 1
+            idle = run.cost_parts["idle_energy"]
             assert energy_floor <= trial.energy_j, (c, energy_floor, trial.energy_j)
             assert peak_floor <= trial.peak_power_w, (c, peak_floor, trial.peak_power_w)
+            assert idle_floor <= idle, (c, idle_floor, idle)
+            assert 0.0 <= idle <= trial.energy_j
             if snap.n_waiting == 0 and task.arrivals is None:  # nothing can start: the
                 # floors are the forecast
                 assert energy_floor == pytest.approx(trial.energy_j, rel=1e-6, abs=1e-3)
                 assert peak_floor == pytest.approx(trial.peak_power_w, rel=1e-6, abs=1e-3)
+                assert idle_floor == pytest.approx(idle, rel=1e-6, abs=1e-3)
                 tight += 1
     assert compared >= 600 and tight >= 50
 
 
-def test_a_joint_run_decides_as_grid_does_with_fewer_what_ifs(tmp_path):
+@pytest.mark.parametrize("cost", ["energy", "idle_energy"])
+def test_a_joint_run_decides_as_grid_does_with_fewer_what_ifs(tmp_path, cost):
     # 16 processors: a burst of 24 four-processor jobs, then one short job an hour;
-    # the controller over active processors, caps and windows at once, cost energy,
-    # under SLA feedback: every tick chooses as grid does, the outputs are the same
-    # bytes, and fewer what-ifs run
+    # the controller over active processors, caps and windows at once, cost energy (or
+    # the idle energy), under SLA feedback: every tick chooses as grid does, the outputs
+    # are the same bytes, and fewer what-ifs run
     import json
 
     from olsctl.cli import main
@@ -215,7 +223,7 @@ def test_a_joint_run_decides_as_grid_does_with_fewer_what_ifs(tmp_path):
             "controller:\n  interval_s: 900\n  candidates:\n"
             "    active_procs: {fraction: [0.5, 0.75, 1.0]}\n"
             "    power_cap: {fraction: [0.5, 0.75, 1.0]}\n    window: [2, 5]\n"
-            f"  sla: {{metric: mean_bsld, max: 4, feedback: true}}\n  cost: energy\n"
+            f"  sla: {{metric: mean_bsld, max: 4, feedback: true}}\n  cost: {cost}\n"
             f"  search: {search}\n")
         out = outs[search] = tmp_path / search
         assert main(["run", str(tmp_path / f"{search}.yaml"), "--quiet", "--strict",
@@ -240,12 +248,15 @@ def test_an_arrival_below_idle_power_lowers_the_energy_floor_by_hand():
     #   [100, 200)  job 1 + job 3:           360 + 5   = 365 W x 100 s =  36,500 J
     #   [200, 300)  job 2 + job 3 + 1 idle:  300 + 5 + 100 = 405 W x 100 = 40,500 J
     #   [300, 690]  job 3 + 3 idle:          5 + 300   = 305 W x 390 s = 118,950 J
-    # forecast 200,550 J, peak 460 W. The floor: while job 1 runs, its 360 W and the
+    # forecast 200,550 J, peak 460 W; of it no job draws the idle processors': 1,000 +
+    # 0 + 10,000 + 117,000 = 128,000 J. The floor: while job 1 runs, its 360 W and the
     # last processor at the least any job could draw there, 5 W: 365 W x 110 s; after,
     # the least of 0, 1 (at 5 W) or 3 (5 + 2 x 150 W) busy: 5 + 3 x 100 = 305 W x 490 s:
     # 40,150 + 149,450 = 189,600 J; the peak floor 365 W (both less the rounding share).
     # A floor blind to the arrival would say 460 W x 110 s + 400 W x 490 s = 246,600 J,
-    # above the forecast.
+    # above the forecast. The idle energy's floor: while job 1 runs the last processor
+    # may be busy (0 W idle); after, at most 3 of the 4 (2 + 1 waiting): 100 W x 490 s =
+    # 49,000 J.
     w = workload_from_rows([(1, 0, 200, 3), (2, 0, 100, 2), (3, 100, 1000, 1)], 4)
     sim = make_main(w, policy=make_policy({"name": "easy"}))
     sim.state.power = power_state(PowerProfiles(np.array([0, 1, 2, 3]), np.ones(3),
@@ -262,11 +273,15 @@ def test_an_arrival_below_idle_power_lowers_the_energy_floor_by_hand():
                         w.runtime_s[2:])
     task = WhatIfTask(snap, {"name": "easy"}, (("energy", 1.0),), arrivals,
                       power.subset([2]), power_s=600.0)
-    trial = what_if(task, Candidate(4))
+    run = WhatIfRun(task, Candidate(4))
+    trial = run.trial
     assert (trial.energy_j, trial.peak_power_w) == (200_550.0, 460.0)
-    energy_floor, peak_floor = forecast_floor(floor_basis(snap, task), snap, task, 4)
+    assert run.cost_parts["idle_energy"] == 128_000.0
+    energy_floor, peak_floor, idle_floor = forecast_floor(floor_basis(snap, task), snap,
+                                                          task, 4)
     assert energy_floor == pytest.approx(189_600.0, abs=1e-2) and energy_floor < 189_600.0
     assert peak_floor == pytest.approx(365.0, abs=1e-5) and peak_floor < 365.0
+    assert idle_floor == pytest.approx(49_000.0, abs=1e-2) and idle_floor < 49_000.0
 
 
 def test_a_failed_what_if_runs_every_candidate_as_grid_does():

@@ -47,7 +47,8 @@ CONTROLLER_KEYS: dict[str, tuple[Any, Any, str]] = {
             "feedback: false | true | {relax_below, full_above, backlog}}; metric and max "
             "default to the run's sla"),
     "cost": (object, "active_procs", "what makes a candidate cheaper: active_procs, energy, "
-                                     "power_cap, peak_power, or {weights: {name: w, ...}}"),
+                                     "idle_energy, power_cap, peak_power, or {weights: "
+                                     "{name: w, ...}}"),
     "search": (str, "grid", "grid (every candidate), bisect (fewer what-ifs; assumes more "
                             "processors never raise slowdown), cheapest-first (grid's "
                             "choice, stopping at the first candidate meeting the SLA) or "

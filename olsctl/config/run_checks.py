@@ -61,7 +61,8 @@ def _check_controller_run(config: RunConfig, workload, entry) -> None:
     for name in names:
         if name.startswith("policy.") and name[7:] not in cands.get("policy", {}):
             raise ConfigError(f"{src}.cost: {name} is not among candidates.policy")
-    if config.power is None and any(n in ("energy", "power_cap", "peak_power") for n in names):
+    if config.power is None and any(n in ("energy", "idle_energy", "power_cap", "peak_power")
+                                    for n in names):
         raise ConfigError(f"{src}.cost: {', '.join(names)} needs a power section")
     machine = workload.machine_procs
     above = [p for p in cands["active_procs"].get("procs", ()) if p > machine]

@@ -27,11 +27,14 @@ class ForecastSpan(Protocol):
 
 
 def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
-                   active: int) -> tuple[float, float, float]:
+                   active: int) -> tuple[float, float, float, float]:
     """Energy (J), mean and peak power (W) of the machine over [now, now + power_s] in
     the what-if: for energy and mean power every job at its profile's mean power, for
     the peak at its profile's maximum (what a cap must allow for); idle active
-    processors at idle power, the rest asleep, plus the wakes the candidate needs."""
+    processors at idle power, the rest asleep, plus the wakes the candidate needs. Last,
+    the idle energy (J): the part of that energy no job draws (idle and sleeping
+    processors, the wakes), the part a setting can save, as a job draws the same energy
+    whenever it runs."""
     p = state.power
     now = snap.now_s
     end = now + task.power_s
@@ -57,7 +60,7 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
             b[2] -= top
     total = snap.total_procs
     busy = busy_w = busy_top = 0.0
-    energy = 0.0
+    energy = idle_energy = 0.0
     peak = 0.0
     times = sorted(events)
     times.append(end)
@@ -68,6 +71,7 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
             asleep = total - (active if active > busy else busy)
             rest = p.idle_w * idle + p.sleep_w * asleep
             energy += (busy_w + rest) * (t - t_prev)
+            idle_energy += rest * (t - t_prev)
             top = busy_top + rest
             peak = top if top > peak else peak
             t_prev = t
@@ -76,8 +80,9 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
             busy += d[0]
             busy_w += d[1]
             busy_top += d[2]
-    energy += task.wake_energy_j * max(0, active - snap.active_procs)
-    return energy, energy / task.power_s, peak
+    wakes = task.wake_energy_j * max(0, active - snap.active_procs)
+    energy += wakes
+    return energy, energy / task.power_s, peak, idle_energy + wakes
 
 
 #: the share of the forecast's magnitude a floor stays below it by, so that the rounding
@@ -200,9 +205,9 @@ def floor_basis(snap: Snapshot, task: Any) -> FloorBasis | None:
 
 
 def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
-                   active: int) -> tuple[float, float]:
-    """Floors under the energy (J) and the peak power (W) that :func:`power_forecast`
-    gives for a what-if of ``snap`` with ``active`` processors, whatever the what-if
+                   active: int) -> tuple[float, float, float]:
+    """Floors under the energy (J), the peak power (W) and the idle energy (J) that
+    :func:`power_forecast` gives for a what-if of ``snap`` with ``active`` processors, whatever the what-if
     starts, known before it runs.
 
     Why they are floors. At any instant t of [now, now + power_s] the forecast's power
@@ -227,10 +232,15 @@ def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
     segment's floor taken with maximum powers, and at least 0. Both floors are then
     lowered by :data:`ROUNDING_SHARE` of the largest watts in play (times the span,
     for the energy), more than the rounding of either sum, so a floor computed in
-    floating point stays under the forecast computed so too."""
+    floating point stays under the forecast computed so too.
+
+    The idle energy's floor: its power ``idle_w x max(A - B, 0) + sleep_w x (T -
+    max(A, B))`` is linear in B on either side of A, so over B in [B_R, B_R + X] it is
+    least at an end or at A; the wakes are added exactly and the floor is lowered as
+    the others."""
     p = snap.power
     total, idle_w, sleep_w = float(snap.total_procs), p.idle_w, p.sleep_w
-    energy = 0.0
+    energy = idle_energy = 0.0
     peak = 0.0
     for t0, t1, b, w, top in zip(basis.starts_s, basis.ends_s, basis.busy, basis.busy_w,
                                  basis.busy_top_w):
@@ -239,9 +249,25 @@ def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
         energy += (w + _least_rest(active, b, total, idle_w, sleep_w, basis.mean)) * (t1 - t0)
         top_w = top + _least_rest(active, b, total, idle_w, sleep_w, basis.top)
         peak = top_w if top_w > peak else peak
-    energy -= ROUNDING_SHARE * basis.slack_w * task.power_s
-    energy += task.wake_energy_j * max(0, active - snap.active_procs)
-    return energy, peak - ROUNDING_SHARE * basis.slack_w
+        idle_energy += _least_idle(active, b, total, idle_w, sleep_w, basis.mean) * (t1 - t0)
+    lower = ROUNDING_SHARE * basis.slack_w * task.power_s
+    wakes = task.wake_energy_j * max(0, active - snap.active_procs)
+    return (energy - lower + wakes, peak - ROUNDING_SHARE * basis.slack_w,
+            idle_energy - lower + wakes)
+
+
+def _least_idle(active: int, busy: float, total: float, idle_w: float, sleep_w: float,
+                cheap: Cheapest) -> float:
+    """The least over x in [0, X] (X as in :func:`_least_rest`) of the watts no job
+    draws, ``idle_w x max(active - busy - x, 0) + sleep_w x (total - max(active, busy +
+    x))``: at an end of the range or at ``x = active - busy``, where its slope
+    changes."""
+    most = max(0.0, min(total - busy, cheap.upto[-1]))
+    best = math.inf
+    for x in (0.0, most, min(max(active - busy, 0.0), most)):
+        v = idle_w * max(active - busy - x, 0.0) + sleep_w * (total - max(active, busy + x))
+        best = v if v < best else best
+    return best
 
 
 def _least_rest(active: int, busy: float, total: float, idle_w: float, sleep_w: float,

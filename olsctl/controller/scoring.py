@@ -124,9 +124,9 @@ class WhatIfRun:
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
-            energy, mean_w, peak_w = power_forecast(
+            energy, mean_w, peak_w, idle_energy = power_forecast(
                 snap, state or _Starts(snap, arrays.column(START)), task, self.active)
-            self.cost_parts.update(energy=energy, peak_power=peak_w)
+            self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
             # (under a power limit the cap holds: what it costs is the jobs' stretch)
             over_cap = (candidate.cap_w is not None and peak_w > candidate.cap_w
                         and (state is None or state.limit is None))

@@ -216,8 +216,8 @@ def _run_the_rest(ctx: SearchContext, done: dict[int, Trial]) -> list[Trial]:
 def cost_floors(task: WhatIfTask, cands: list[Candidate]) -> list[float]:
     """Per candidate, a lower bound of its trial's cost known before its what-if: the
     weighted sum (as :func:`weighted_cost` adds it, each weight >= 0) of the parts
-    known then (:func:`known_costs`), and with power the floors of ``energy`` and
-    ``peak_power`` (:func:`olsctl.controller.forecast.forecast_floor`); a part with no
+    known then (:func:`known_costs`), and with power the floors of ``energy``,
+    ``peak_power`` and ``idle_energy`` (:func:`olsctl.controller.forecast.forecast_floor`); a part with no
     floor counts as -inf (such candidates run first). Only a trial meeting the SLA
     needs the bound: it ran to the end, with its forecast."""
     snap = task.snapshot
@@ -226,8 +226,8 @@ def cost_floors(task: WhatIfTask, cands: list[Candidate]) -> list[float]:
     for c in cands:
         parts = known_costs(task, c)
         if basis is not None:
-            parts["energy"], parts["peak_power"] = forecast_floor(basis, snap, task,
-                                                                  c.active_procs)
+            parts["energy"], parts["peak_power"], parts["idle_energy"] = forecast_floor(
+                basis, snap, task, c.active_procs)
         out.append(float(sum(w * parts.get(name, -INF) for name, w in task.cost)))
     return out
 

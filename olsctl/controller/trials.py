@@ -21,7 +21,7 @@ from olsctl.whatif import JobTable
 SLA_METRICS = ("mean_bsld", "p95_bsld", "mean_wait_s", "max_wait_s")
 
 #: cost parts a candidate's cost can weigh
-COSTS = ("active_procs", "energy", "power_cap", "peak_power")
+COSTS = ("active_procs", "energy", "idle_energy", "power_cap", "peak_power")
 
 INF = math.inf
 
