@@ -183,8 +183,11 @@ def test_the_floors_never_exceed_the_forecast_and_meet_it_when_no_job_can_start(
         for c in cands:
             run = WhatIfRun(task, c)
             trial = run.trial
-            energy_floor, peak_floor, idle_floor = forecast_floor(basis, snap, task,
-                                                                  c.active_procs)
+            floor = forecast_floor(basis, snap, task, c.active_procs)
+            energy_floor, peak_floor, idle_floor = (floor["energy"], floor["peak_power"],
+                                                    floor["idle_energy"])
+            assert forecast_floor(basis, snap, task, c.active_procs, ("idle_energy",)) == {
+                "idle_energy": idle_floor}
             if trial.energy_j is None:  # a job wider than the machine: no forecast
                 assert trial.unstarted > 0
                 continue
@@ -277,8 +280,9 @@ def test_an_arrival_below_idle_power_lowers_the_energy_floor_by_hand():
     trial = run.trial
     assert (trial.energy_j, trial.peak_power_w) == (200_550.0, 460.0)
     assert run.cost_parts["idle_energy"] == 128_000.0
-    energy_floor, peak_floor, idle_floor = forecast_floor(floor_basis(snap, task), snap,
-                                                          task, 4)
+    floor = forecast_floor(floor_basis(snap, task), snap, task, 4)
+    energy_floor, peak_floor, idle_floor = (floor["energy"], floor["peak_power"],
+                                            floor["idle_energy"])
     assert energy_floor == pytest.approx(189_600.0, abs=1e-2) and energy_floor < 189_600.0
     assert peak_floor == pytest.approx(365.0, abs=1e-5) and peak_floor < 365.0
     assert idle_floor == pytest.approx(49_000.0, abs=1e-2) and idle_floor < 49_000.0

@@ -219,3 +219,17 @@ def test_a_snapshot_follows_jobs_appended_and_jobs_a_job_model_reshapes():
     assert snap.estimate_s.tolist() == [10.0, 100.0, 50.0]
     assert snap.runtime_s.tolist() == [5.0, 90.0, 40.0]
     assert snap.submit_s.tolist() == [2.0, 0.0, 1.0] and snap.budget == [2, 0, 1]
+
+
+def test_a_candidates_policy_is_built_once_per_base_and_setting():
+    from olsctl.controller.trials import candidate_policy
+
+    base = {"name": "knapsack", "window": 20, "predictor": {"name": "history"}}
+    five, twenty = Candidate(4, window=5), Candidate(8, cap_w=100.0, window=20)
+    got = candidate_policy(base, five)
+    assert got.window == 5 and candidate_policy(base, five) is got
+    assert candidate_policy(base, Candidate(16, window=5)) is got  # the machine: no matter
+    assert candidate_policy(base, twenty).window == 20
+    other = dict(base, order="fcfs")  # another base spec: its own policy
+    assert candidate_policy(other, five).order == "fcfs" and got.order == "wfp"
+    assert candidate_policy(base, Candidate(4)).window == 20  # the base's own window

@@ -27,7 +27,7 @@ import pytest
 
 from olsctl.cli import main
 from olsctl.study import Study, StudyError, canonical, load_study, run_study, study_table
-from olsctl.study.execution import quiet_recycled_workers
+from olsctl.study.execution import longest_first, quiet_recycled_workers
 from olsctl.study.storage import _locked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +122,22 @@ def test_grid_is_the_product_in_grid_order(tmp_path):
     assert knap.policy["order"] == "wfp" and knap.power["cap"] == {"fraction": 0.6}
     assert study.out_dir == Path("study")  # from the file name
     assert [p.config.out for p in study.points] == [f"runs/{p.run_id}" for p in study.points]
+
+
+def test_the_heaviest_runs_start_first(tmp_path):
+    # a controller's runs before those without one (seven candidates a tick: 8x), a
+    # larger log before a smaller one, ties in grid order
+    study = load_study(make_study(tmp_path))
+    order = [p.index for p in longest_first(study.points)]
+    assert [study.points[i].labels for i in order[:2]] == [("exact", "easy-ols"),
+                                                           ("user", "easy-ols")]
+    assert order == [1, 4, 0, 2, 3, 5]
+    write_tiny_swf(tmp_path / "big.swf", jobs=480)
+    two = load_study(make_study(tmp_path, "base: {policy: {name: easy}}\n"
+                                          "grid:\n  trace: [tiny.swf, big.swf]\n"
+                                          "  load_scale: [1.0, 2.0]\n", name="two.yaml"))
+    assert [p.labels for p in longest_first(two.points)] == [
+        ("big.swf", "2"), ("big.swf", "1"), ("tiny.swf", "2"), ("tiny.swf", "1")]
 
 
 def test_ids_are_readable_hashes_of_the_resolved_config(tmp_path):

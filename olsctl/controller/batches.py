@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from olsctl.controller.trials import (INF, SLA_METRICS, Candidate, Trial, WhatIfTask,
-                                      cut_trial, known_costs, new_trial, policy_of,
+                                      candidate_policy, cut_trial, known_costs, new_trial,
                                       setting_of, weighted_cost)
 from olsctl.policies import compiled_path
 from olsctl.policies.core.score import (N_ROW, OUT_CUT, OUT_WIDE, ROW_BOUND, ROW_CENSORED,
@@ -106,7 +106,7 @@ def batch_plan(task: WhatIfTask, cands: Sequence[Candidate]) -> _Plan | None:
             spec = (c.window, c.params)
             policy = made.get(spec)
             if policy is None:
-                policy = made[spec] = policy_of(c.policy_spec(task.policy))
+                policy = made[spec] = candidate_policy(task.policy, c)
             policies.append(policy)
         paths = {compiled_path(p) for p in made.values()}
         if len(paths) != 1 or None in paths:

@@ -204,11 +204,17 @@ def floor_basis(snap: Snapshot, task: Any) -> FloorBasis | None:
                       Cheapest.of(list(zip(tops, procs))), slack_w)
 
 
-def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
-                   active: int) -> tuple[float, float, float]:
+#: the cost parts :func:`forecast_floor` gives floors of
+FLOOR_PARTS = ("energy", "peak_power", "idle_energy")
+
+
+def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan, active: int,
+                   parts: "tuple[str, ...] | frozenset[str]" = FLOOR_PARTS
+                   ) -> dict[str, float]:
     """Floors under the energy (J), the peak power (W) and the idle energy (J) that
-    :func:`power_forecast` gives for a what-if of ``snap`` with ``active`` processors, whatever the what-if
-    starts, known before it runs.
+    :func:`power_forecast` gives (those of them named in ``parts``, by name) for a
+    what-if of ``snap`` with ``active`` processors, whatever the what-if starts, known
+    before it runs.
 
     Why they are floors. At any instant t of [now, now + power_s] the forecast's power
     is ``P(t) = W(t) + idle_w x max(A - B(t), 0) + sleep_w x (T - max(A, B(t)))``, with
@@ -234,37 +240,46 @@ def forecast_floor(basis: FloorBasis, snap: Snapshot, task: ForecastSpan,
     for the energy), more than the rounding of either sum, so a floor computed in
     floating point stays under the forecast computed so too.
 
-    The idle energy's floor: its power ``idle_w x max(A - B, 0) + sleep_w x (T -
-    max(A, B))`` is linear in B on either side of A, so over B in [B_R, B_R + X] it is
-    least at an end or at A; the wakes are added exactly and the floor is lowered as
-    the others."""
+    The idle energy's floor: its power is ``idle_w x max(A - B, 0) + sleep_w x (T -
+    max(A, B))``, and jobs start only on active processors, so B(t) is at most
+    ``max(A, B_R(t))``; over B in [B_R, max(B_R, min(A, B_R + X))] it is linear, least
+    at an end. The wakes are added exactly and the floor is lowered as the others."""
     p = snap.power
     total, idle_w, sleep_w = float(snap.total_procs), p.idle_w, p.sleep_w
     energy = idle_energy = 0.0
     peak = 0.0
+    jobs = "energy" in parts or "peak_power" in parts
+    idle = "idle_energy" in parts
     for t0, t1, b, w, top in zip(basis.starts_s, basis.ends_s, basis.busy, basis.busy_w,
                                  basis.busy_top_w):
         if t1 <= t0:
             continue
-        energy += (w + _least_rest(active, b, total, idle_w, sleep_w, basis.mean)) * (t1 - t0)
-        top_w = top + _least_rest(active, b, total, idle_w, sleep_w, basis.top)
-        peak = top_w if top_w > peak else peak
-        idle_energy += _least_idle(active, b, total, idle_w, sleep_w, basis.mean) * (t1 - t0)
+        if jobs:
+            energy += (w + _least_rest(active, b, total, idle_w, sleep_w, basis.mean)) * \
+                (t1 - t0)
+            top_w = top + _least_rest(active, b, total, idle_w, sleep_w, basis.top)
+            peak = top_w if top_w > peak else peak
+        if idle:
+            idle_energy += _least_idle(active, b, total, idle_w, sleep_w, basis.mean) * \
+                (t1 - t0)
     lower = ROUNDING_SHARE * basis.slack_w * task.power_s
     wakes = task.wake_energy_j * max(0, active - snap.active_procs)
-    return (energy - lower + wakes, peak - ROUNDING_SHARE * basis.slack_w,
-            idle_energy - lower + wakes)
+    out = {"energy": energy - lower + wakes, "peak_power": peak - ROUNDING_SHARE * basis.slack_w,
+           "idle_energy": idle_energy - lower + wakes}
+    return {name: out[name] for name in parts}
 
 
 def _least_idle(active: int, busy: float, total: float, idle_w: float, sleep_w: float,
                 cheap: Cheapest) -> float:
-    """The least over x in [0, X] (X as in :func:`_least_rest`) of the watts no job
-    draws, ``idle_w x max(active - busy - x, 0) + sleep_w x (total - max(active, busy +
-    x))``: at an end of the range or at ``x = active - busy``, where its slope
-    changes."""
-    most = max(0.0, min(total - busy, cheap.upto[-1]))
+    """The least over x in [0, X] of the watts no job draws, ``idle_w x max(active -
+    busy - x, 0) + sleep_w x (total - max(active, busy + x))``, X being what the jobs
+    that may start ask for, but no more than the active processors the running jobs
+    leave (a job starts only on an active processor, and a candidate's processors are
+    all the what-if ever has active, those woken included): linear in x, so least at an
+    end of the range."""
+    most = max(0.0, min(active - busy, cheap.upto[-1]))
     best = math.inf
-    for x in (0.0, most, min(max(active - busy, 0.0), most)):
+    for x in (0.0, most):
         v = idle_w * max(active - busy - x, 0.0) + sleep_w * (total - max(active, busy + x))
         best = v if v < best else best
     return best

@@ -26,7 +26,7 @@ import numpy as np
 from olsctl.controller import batches
 from olsctl.controller.forecast import power_forecast
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
-                                      cut_trial, failed_trial, known_costs, policy_of,
+                                      candidate_policy, cut_trial, failed_trial, known_costs,
                                       power_setting_of, setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
@@ -61,7 +61,7 @@ class WhatIfRun:
         if too_wide:  # they can never start on this machine: no need to simulate
             self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
             return
-        self.policy = policy_of(candidate.policy_spec(task.policy))
+        self.policy = candidate_policy(task.policy, candidate)
         self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
         template = batches.tick_template(snap, self.policy, self.until, task)
         if template is not None:

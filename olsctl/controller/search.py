@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from olsctl.controller.forecast import floor_basis, forecast_floor
+from olsctl.controller.forecast import FLOOR_PARTS, floor_basis, forecast_floor
 from olsctl.controller.trials import INF, Candidate, Trial, WhatIfTask, known_costs, weighted_cost
 from olsctl.policies.core.score import closest_pick
 
@@ -217,17 +217,24 @@ def cost_floors(task: WhatIfTask, cands: list[Candidate]) -> list[float]:
     """Per candidate, a lower bound of its trial's cost known before its what-if: the
     weighted sum (as :func:`weighted_cost` adds it, each weight >= 0) of the parts
     known then (:func:`known_costs`), and with power the floors of ``energy``,
-    ``peak_power`` and ``idle_energy`` (:func:`olsctl.controller.forecast.forecast_floor`); a part with no
-    floor counts as -inf (such candidates run first). Only a trial meeting the SLA
+    ``peak_power`` and ``idle_energy`` the cost weighs
+    (:func:`olsctl.controller.forecast.forecast_floor`, once per active count: the
+    floors depend on nothing else of a candidate); a part with no floor counts as -inf
+    (such candidates run first). Only a trial meeting the SLA
     needs the bound: it ran to the end, with its forecast."""
     snap = task.snapshot
-    basis = None if snap.power is None else floor_basis(snap, task)
+    wanted = tuple(name for name in FLOOR_PARTS if any(n == name for n, _ in task.cost))
+    basis = None if snap.power is None or not wanted else floor_basis(snap, task)
+    floors: dict[int, dict[str, float]] = {}  # by active count: all a floor depends on
     out = []
     for c in cands:
         parts = known_costs(task, c)
         if basis is not None:
-            parts["energy"], parts["peak_power"], parts["idle_energy"] = forecast_floor(
-                basis, snap, task, c.active_procs)
+            got = floors.get(c.active_procs)
+            if got is None:
+                got = floors[c.active_procs] = forecast_floor(basis, snap, task,
+                                                              c.active_procs, wanted)
+            parts.update(got)
         out.append(float(sum(w * parts.get(name, -INF) for name, w in task.cost)))
     return out
 

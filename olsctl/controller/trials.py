@@ -281,6 +281,28 @@ def cut_trial(candidate: Candidate, n: int, metric: str, bound: float, cost: flo
     return new_trial(candidate, n, 0, 0, *values, cost, stopped_at_s)
 
 _POLICIES: dict[str, Any] = {}
+#: (id of a base spec, the candidate's window and settings with their types) -> (the
+#: base, the policy): the base is kept, so its id names it while the entry lives
+_FOR_CANDIDATE: dict[tuple, tuple[dict, Any]] = {}
+
+
+def candidate_policy(base: dict, candidate: Candidate) -> Any:
+    """``policy_of(candidate.policy_spec(base))``, without building the spec again for
+    the same base spec object and the same window and settings (a tick asks for it once
+    per what-if)."""
+    w = candidate.window
+    key = (id(base), type(w), w, tuple((n, type(v), v) for n, v in candidate.params))
+    try:
+        hit = _FOR_CANDIDATE.get(key)
+    except TypeError:  # a setting that is a list: no shortcut
+        return policy_of(candidate.policy_spec(base))
+    if hit is not None and hit[0] is base:
+        return hit[1]
+    policy = policy_of(candidate.policy_spec(base))
+    if len(_FOR_CANDIDATE) > 1024:
+        _FOR_CANDIDATE.clear()
+    _FOR_CANDIDATE[key] = (base, policy)
+    return policy
 
 
 def policy_of(spec: dict) -> Any:

@@ -23,6 +23,7 @@ from olsctl.errors import Infeasible, OlsctlError
 from olsctl.run_files import json_text, write_atomic
 from olsctl.policies import compile_kernels
 from olsctl.runner import execute, needs_kernels
+from olsctl.workload import resolve_trace
 from olsctl.study.grid import GridPoint, Study
 from olsctl.study.progress import NULL_STUDY_PROGRESS, StudyProgress
 from olsctl.study.storage import (Outcome, StudyError, _locked, _new_dir, _store, finished_runs,
@@ -102,8 +103,8 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
                 result.infeasible = {k: v for k, v in known_infeasible(study).items()
                                      if k not in result.done}
             kept = result.infeasible if keep_infeasible else None  # infeasible.csv's rows
-            todo = [p for p in study.points
-                    if p.run_id not in result.done and p.run_id not in result.infeasible]
+            todo = longest_first([p for p in study.points if p.run_id not in result.done
+                                  and p.run_id not in result.infeasible])
             with writing_into(study.out_dir, where):
                 write_tables(study, result.done, result.failed, kept)
             compiling = sorted({p.config.policy["name"] for p in todo
@@ -135,6 +136,35 @@ def run_study(study: Study, progress: StudyProgress = NULL_STUDY_PROGRESS,
             client.close()
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def run_weight(config: RunConfig) -> float:
+    """A rough measure of how long a run takes, to start the longest first: the size of
+    its log's file times its load, times one plus the candidates a controller tries at
+    each tick (a list given as ``{from, to, step}`` counts as four)."""
+    try:
+        size = float(resolve_trace(config.trace, config.base_dir).stat().st_size)
+    except (OlsctlError, OSError):
+        size = 1.0
+    cands = 0
+    if config.controller:
+        spec = config.controller.get("candidates") or {}
+        cands = 1
+        for key, value in spec.items():
+            if key in ("active_procs", "power_cap"):
+                value = next(iter(value.values()), []) if isinstance(value, dict) else value
+            groups = value.values() if key == "policy" and isinstance(value, dict) else [value]
+            for v in groups:
+                cands *= len(v) if isinstance(v, (list, tuple)) and v else 4
+    return size * float(config.load_scale or 1.0) * (1 + cands)
+
+
+def longest_first(points: list[GridPoint]) -> list[GridPoint]:
+    """The runs to compute, the heaviest (:func:`run_weight`) first, ties in grid order:
+    with a few workers, a long run started last would leave the others idle at the end.
+    Where a run goes and what it gives do not depend on the order."""
+    weight = {p.index: run_weight(p.config) for p in points}
+    return sorted(points, key=lambda p: (-weight[p.index], p.index))
 
 
 def _connect(study: Study, say: Callable[[str], None]):
