@@ -12,6 +12,7 @@ import argparse
 import gc
 import sys
 from importlib import import_module
+from pathlib import Path
 from typing import Callable, Sequence
 
 from rich.console import Console
@@ -226,7 +227,7 @@ def _add_bench_command(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("traces", nargs="*",
                        help=f"logs (default: all bundled: {', '.join(BUNDLED)})")
     bench.add_argument("--repeat", type=int, default=None,
-                       help="best of N runs (default 3; with --ols 1)")
+                       help="best of N runs (default 3; with --ols or --configs 1)")
     bench.add_argument("--estimates", choices=("exact", "user"), default="exact",
                        help="runtime estimates the policies see: exact (the runtimes, the "
                             "default) or user (the log's requested times, at least the "
@@ -255,6 +256,10 @@ def _add_bench_command(sub: argparse._SubParsersAction) -> None:
                        help="with --ols: the controller's cost per tick on a congested "
                             "synthetic log (load 1.8, hundreds of jobs waiting for weeks) "
                             "beside a quiet log (the first named, default KTH-SP2), in turns")
+    bench.add_argument("--configs", nargs="+", type=Path, default=None, metavar="CONFIG",
+                       help="instead, time whole olsctl runs of these run configs on each "
+                            "log, in turns, each against the first (e.g. configs/easy-ols.yaml "
+                            "configs/cap-ols.yaml)")
     bench.add_argument("--congested-jobs", type=int, default=None, metavar="N",
                        help="with --ols --congested: the congested log's jobs (default "
                             "4000; 12000 keeps a thousand and more waiting at most ticks)")

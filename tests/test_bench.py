@@ -63,3 +63,52 @@ def test_bench_prints_the_whole_run_beside_the_plain_reference(tmp_path, capsys)
     for figure in ("whole run s", "plain + read s", "whole / plain", "peak MB",
                    "main jobs/s", "same starts: True"):
         assert figure in out
+
+
+def test_configs_run_in_turns_after_a_warm_up_and_keep_each_ones_fastest(tmp_path):
+    from olsctl.bench.configs import bench_configs
+
+    times = iter([99.0, 99.0,             # the warm-ups: not counted
+                  3.0, 9.0, 2.0, 7.0,     # log x: a, b, a, b
+                  4.0, 6.0, 5.0, 8.0])    # log y
+    calls = []
+
+    def run(args):
+        calls.append((args[0], args[2]))
+        return next(times), 1.0
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    rows = bench_configs([a, b], ["x", "y"], repeat=2, run=run)
+    assert calls == [(str(a), "x"), (str(b), "x"),
+                     (str(a), "x"), (str(b), "x"), (str(a), "x"), (str(b), "x"),
+                     (str(a), "y"), (str(b), "y"), (str(a), "y"), (str(b), "y")]
+    assert [(r.log, r.best_s) for r in rows] == [("x", [2.0, 7.0]), ("y", [4.0, 6.0])]
+    assert rows[0].ratios() == [1.0, 3.5] and rows[1].ratios() == [1.0, 1.5]
+
+
+def test_bench_configs_times_whole_runs_of_each_config(tmp_path, capsys):
+    trace = _trace(tmp_path)
+    exact, user = tmp_path / "exact.yaml", tmp_path / "user.yaml"
+    exact.write_text("policy: {name: easy}\nestimates: exact\n")
+    user.write_text("policy: {name: easy}\nestimates: user\n")
+    assert main(["bench", str(trace), "--configs", str(exact), str(user)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("t:"))
+    assert line.startswith(f"t: {exact} ") and "s (1.00x)" in line and f", {user} " in line
+
+
+def test_bench_configs_refuses_what_it_cannot_run_before_any_run(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy: {name: easy}\nwindw: 3\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("policy: {name: easy}\n")
+    cases = [
+        (["bench", "--configs", str(good), str(bad)], "windw"),
+        (["bench", "--configs", str(good), "KTH-SP2"], "KTH-SP2 is a log"),
+        (["bench", "--configs", str(good), "--ols"], "not with --ols"),
+        (["bench", "--configs", str(tmp_path / "none.yaml")], "none.yaml"),
+    ]
+    for argv, said in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and len(err.splitlines()) == 1

@@ -128,15 +128,21 @@ def whole_run(path: Path, estimates: str = "exact") -> tuple[float, float]:
     """``olsctl run --trace PATH --quiet`` in a process of its own (outputs to a temporary
     directory): its wall time (s) and its peak resident memory (MB, the kernel's
     ``ru_maxrss`` of that process)."""
+    return timed_run(["--trace", str(path), "--estimates", estimates])
+
+
+def timed_run(args: list[str]) -> tuple[float, float]:
+    """``olsctl run ARGS --out TMP --quiet`` in a process of its own (``TMP`` a temporary
+    directory): its wall time (s) and its peak resident memory (MB, the kernel's
+    ``ru_maxrss`` of that process); a run that fails raises RuntimeError with its error."""
     code = "from olsctl.cli import entry_point; entry_point()"
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
         cmd = [sys.executable, "-S", "-c", _TIMER, sys.executable, "-c", code, "run",
-               "--trace", str(path), "--estimates", estimates, "--out",
-               str(Path(tmp) / "out"), "--quiet"]
+               *args, "--out", str(Path(tmp) / "out"), "--quiet"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         figures = done.stdout.split()
         if done.returncode != 0 or len(figures) != 3 or figures[2] != "0":
-            raise RuntimeError(f"olsctl run --trace {path} failed: {done.stderr.strip()}")
+            raise RuntimeError(f"olsctl run {' '.join(args)} failed: {done.stderr.strip()}")
     return float(figures[0]), int(figures[1]) / 1024.0  # (ru_maxrss: kB on Linux)
 
 

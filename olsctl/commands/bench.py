@@ -71,6 +71,42 @@ def _bench_ols(paths: list[Path], args: argparse.Namespace, out: Console) -> int
     return EXIT_OK
 
 
+def _bench_configs(args: argparse.Namespace, out: Console) -> int:
+    """``--configs``: whole runs of the configs on each log, in turns, against the first."""
+    from olsctl.bench.configs import bench_configs
+    from olsctl.config import load_config
+
+    others = [flag for flag, on in (("--ols", args.ols), ("--mqbf", args.mqbf),
+                                    ("--knapsack", args.knapsack), ("--big", args.big),
+                                    ("--feedback", args.feedback),
+                                    ("--congested", args.congested)) if on]
+    if others:
+        raise ConfigError(f"command line: --configs: not with {', '.join(others)}")
+    if args.estimates != "exact" or args.search != "grid":
+        raise ConfigError("command line: --configs: the configs set estimates and the "
+                          "search themselves (no --estimates or --search)")
+    for config in args.configs:  # (a bad one stops the bench before any run)
+        if str(config) in BUNDLED or config.suffix in (".swf", ".gz"):
+            raise ConfigError(f"command line: --configs: {config} is a log, not a run "
+                              f"config: name the logs before --configs")
+        load_config(config)
+    logs = [str(resolve_trace(name, Path.cwd())) for name in (args.traces or BUNDLED)]
+    names = [str(c) for c in args.configs]
+    runs = "" if args.repeat == 1 else f", best of {args.repeat}"
+    table = Table(title=f"whole olsctl runs in turns{runs}: seconds, and against "
+                        f"{names[0]}", title_justify="left")
+    table.add_column("log")
+    for name in names:
+        table.add_column(name, justify="right")
+    for row in bench_configs(args.configs, logs, args.repeat):
+        cells = [f"{t:.2f} s ({r:.2f}x)" for t, r in zip(row.best_s, row.ratios())]
+        out.print(f"{_short(Path(row.log).name)}: " + ", ".join(
+            f"{n} {c}" for n, c in zip(names, cells)), highlight=False, soft_wrap=True)
+        table.add_row(_short(Path(row.log).name), *cells)
+    out.print(table)
+    return EXIT_OK
+
+
 def _short(log: str) -> str:
     """A log's name without its archive version and suffix (``KTH-SP2``)."""
     return log.split("-19")[0].split("-20")[0].removesuffix(".swf").removesuffix(".gz")
@@ -111,9 +147,11 @@ def _bench_congested(args: argparse.Namespace, out: Console) -> int:
 def cmd_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
     """``olsctl bench`` (it prints to ``out`` only)."""
     if args.repeat is None:
-        args.repeat = 1 if args.ols else 3
+        args.repeat = 1 if args.ols or args.configs else 3
     if args.repeat < 1:
         raise ConfigError(f"command line: --repeat: must be >= 1 (got {args.repeat})")
+    if args.configs:
+        return _bench_configs(args, out)
     names = args.traces or ([] if args.big else list(BUNDLED))
     paths = [resolve_trace(name, Path.cwd()) for name in names]
     big_dir = None
