@@ -107,7 +107,9 @@ def test_bench_configs_refuses_what_it_cannot_run_before_any_run(tmp_path, capsy
         (["bench", "--configs", str(good), "KTH-SP2"], "KTH-SP2 is a log"),
         (["bench", "--configs", str(good), "--ols"], "not with --ols"),
         (["bench", "--configs", str(tmp_path / "none.yaml")], "none.yaml"),
+        (["bench", str(tmp_path / "bad.swf"), "--configs", str(good)], "bad.swf:3"),
     ]
+    (tmp_path / "bad.swf").write_text(HEADER + "1 0 -1 x 1\n")  # loads, fails in the run
     for argv, said in cases:
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from olsctl.errors import OlsctlError
 from olsctl.run_files import table_chunks
 from olsctl.workload import load_workload, resolve_trace
 
@@ -131,10 +132,17 @@ def whole_run(path: Path, estimates: str = "exact") -> tuple[float, float]:
     return timed_run(["--trace", str(path), "--estimates", estimates])
 
 
+class RunFailed(OlsctlError, RuntimeError):
+    """A benched ``olsctl run`` that failed: its command and the last line it wrote to
+    stderr (its own one-line error)."""
+
+    kind = "RunError"
+
+
 def timed_run(args: list[str]) -> tuple[float, float]:
     """``olsctl run ARGS --out TMP --quiet`` in a process of its own (``TMP`` a temporary
     directory): its wall time (s) and its peak resident memory (MB, the kernel's
-    ``ru_maxrss`` of that process); a run that fails raises RuntimeError with its error."""
+    ``ru_maxrss`` of that process); a run that fails raises :class:`RunFailed`."""
     code = "from olsctl.cli import entry_point; entry_point()"
     with tempfile.TemporaryDirectory(prefix="olsctl-bench-") as tmp:
         cmd = [sys.executable, "-S", "-c", _TIMER, sys.executable, "-c", code, "run",
@@ -142,7 +150,8 @@ def timed_run(args: list[str]) -> tuple[float, float]:
         done = subprocess.run(cmd, capture_output=True, text=True)
         figures = done.stdout.split()
         if done.returncode != 0 or len(figures) != 3 or figures[2] != "0":
-            raise RuntimeError(f"olsctl run {' '.join(args)} failed: {done.stderr.strip()}")
+            said = (done.stderr.strip().splitlines() or ["no error written"])[-1]
+            raise RunFailed(f"olsctl run {' '.join(args)} failed: {said}")
     return float(figures[0]), int(figures[1]) / 1024.0  # (ru_maxrss: kB on Linux)
 
 
