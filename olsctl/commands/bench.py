@@ -99,10 +99,11 @@ def _bench_configs(args: argparse.Namespace, out: Console) -> int:
     for name in names:
         table.add_column(name, justify="right")
     for row in bench_configs(args.configs, logs, args.repeat):
+        log = _short(Path(row.log).name)
         cells = [f"{t:.2f} s ({r:.2f}x)" for t, r in zip(row.best_s, row.ratios())]
-        out.print(f"{_short(Path(row.log).name)}: " + ", ".join(
-            f"{n} {c}" for n, c in zip(names, cells)), highlight=False, soft_wrap=True)
-        table.add_row(_short(Path(row.log).name), *cells)
+        out.print(f"{log}: " + ", ".join(f"{n} {c}" for n, c in zip(names, cells)),
+                  highlight=False, soft_wrap=True)
+        table.add_row(log, *cells)
     out.print(table)
     return EXIT_OK
 
