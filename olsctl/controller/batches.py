@@ -34,6 +34,12 @@ def fast_batch(task: WhatIfTask, cands: Sequence[Candidate], keep: dict | None =
     go on (:class:`BatchCut`)."""
     if task.arrivals is not None and len(task.arrivals):
         return None
+    if cands:
+        # (the first candidate's family has no batch: neither has the plan, whose
+        # candidates share its compiled path or have none)
+        first = compiled_path(candidate_policy(task.policy, cands[0]))
+        if first is None or first.batch is None:
+            return None
     plan = batch_plan(task, cands)
     if plan is None or plan.path.batch is None:
         return None

@@ -5,6 +5,7 @@ greedy knapsack by profit per predicted power increase.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,8 +14,9 @@ from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES, WFP
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
-from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCE, K_FORCED, K_PREDICTED,
-                                           K_TOTAL, K_WINDOW, N_KINT, flat_phases)
+from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
+                                           K_FORCED, K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT,
+                                           N_KINT, flat_phases)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -61,6 +63,9 @@ class WindowKnapsack(_PowerPolicy):
             raise ValueError(f"headroom: must be measured or predicted (got {self.headroom!r})")
         if self.force not in FORCE:
             raise ValueError(f"force: must be one of {', '.join(FORCE)} (got {self.force!r})")
+        # the key of the pass's arrays on the state (the same for every window, order
+        # and force, so a controller changing those keeps them)
+        object.__setattr__(self, "_cache_key", ("knapsack", self.stat, repr(self.predictor)))
 
     def schedule(self, state: "SimState") -> None:
         """One pass: :func:`olsctl.policies.power.kernels.knapsack_pass` (compiled) over
@@ -69,31 +74,30 @@ class WindowKnapsack(_PowerPolicy):
         if state.busy_procs >= state.active_procs or not state.queue:
             return  # nothing can start (a job enters the window at a pass that can)
         p, queue, running = state.power, state.queue, state.running
-        key = ("knapsack", self.stat, repr(self.predictor))
+        key = self._cache_key
         a = state.cache.get(key)
         if a is None or a.procs.size != len(state.procs):
             a = state.cache[key] = _PassArrays(state, self._predictor, self.stat)
         a.update(state, self._predictor, self.stat)
         nr, nq = len(running), len(queue)
-        rows = np.empty((nr + nq, 2))  # (room for the jobs the pass starts)
-        if nr:
-            rows[:nr] = running
+        flat = np.empty(2 * (nr + nq))  # (room for the jobs the pass starts)
+        flat[:2 * nr] = np.fromiter(chain.from_iterable(running), float, 2 * nr)
+        rows = flat.reshape(nr + nq, 2)
         run_w = a.run_w
         k = compiled()
         if state.limit is None:
             jobs = rows[:nr, 1].astype(np.int64)
-            ids = jobs.tolist()
-            k.running_power(state.now_s, jobs,
-                            np.fromiter(map(state.start_s.__getitem__, ids), float, nr),
-                            np.fromiter(map(state.runtime_s.__getitem__, ids), float, nr),
-                            a.ph_off, a.ph_start, a.ph_w, run_w)
+            k.running_power(state.now_s, jobs, a.began[jobs], a.runtime[jobs], a.ph_off,
+                            a.ph_start, a.ph_w, run_w)
         else:
             for _, j in running:
                 run_w[j] = p.job_power_now(state, j)
-        kint = np.zeros(N_KINT, dtype=np.int64)
+        kint = a.kint
+        kint[:] = 0
         kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
         kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
-        kflt = np.array((p.idle_w, p.sleep_w, p.cap_now(state)))
+        kflt = a.kflt
+        kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = p.idle_w, p.sleep_w, p.cap_now(state)
         code = ORDER_CODES[self.order]
         waiting = np.fromiter(queue, np.int64, nq)
         ordered = a.wfp_order(k, state.now_s, waiting) if code == WFP else \
@@ -103,16 +107,17 @@ class WindowKnapsack(_PowerPolicy):
                                 a.juser, a.gpred, a.entry, kint, kflt, a.started, nq,
                                 code, ordered)
         # the pass marks window entries among the first window + ns jobs in its order
-        window_entry, entry = p.window_entry, a.entry
-        for j in ordered[:self.window + ns].tolist():
-            window_entry[j] = float(entry[j])
+        window_entry = p.window_entry
+        marked = ordered[:self.window + ns]
+        for j, t in zip(marked.tolist(), a.entry[marked].tolist()):
+            window_entry[j] = t
         if code == WFP:
             a.wfp_started(ordered, a.started[:ns])
         started = a.started[:ns].tolist()
         a.start[started] = np.nan  # (the scratch of the next pass: waiting jobs NaN)
         for j in started:
             state.start(j)
-        a.seen_running = {j for _, j in state.running}
+        a.seen(state)
         p.forced_starts += int(kint[K_FORCED])
 
     def settings(self) -> dict:
@@ -135,8 +140,15 @@ class _PassArrays:
         self.procs = np.array(state.procs, dtype=np.int64)
         self.est = np.array(state.estimate_s, dtype=float)
         self.submit = np.array(state.submit_s, dtype=float)
+        self.runtime = np.array(state.runtime_s, dtype=float)
         self.start = np.full(n, np.nan)
+        #: each job's start as the state has it, kept up to the state's starts
+        #: (``n_starts`` of ``state.start_order``) at each pass
+        self.began = np.array(state.start_s, dtype=float)
+        self.n_starts = len(state.start_order)
         self.run_w = np.zeros(n)
+        self.kint = np.zeros(N_KINT, dtype=np.int64)
+        self.kflt = np.zeros(N_KFLT)
         self.started = np.empty(n, dtype=np.int64)
         self.entry = np.array(p.window_entry, dtype=float)
         self.ph_off, self.ph_start, self.ph_w = flat_phases(p, n)
@@ -156,8 +168,10 @@ class _PassArrays:
             self.juser = np.arange(n, dtype=np.int64)
             self.gpred = np.array([predictor.predict(state, j, stat) for j in range(n)],
                                   dtype=float) if self.fixed else np.zeros(n)
-        #: the jobs running after the last pass (those gone since have ended)
-        self.seen_running = {j for _, j in state.running}
+        #: the running rows after the last pass and the state's finishes then (the jobs
+        #: gone since have ended)
+        self.last_running = state.running.copy()
+        self.finishes = state.finishes
         #: in WFP order: the waiting jobs in the last pass's order (None: none kept),
         #: whether each job is among them, each waiting job's rank in the queue and room
         #: for its key
@@ -192,17 +206,30 @@ class _PassArrays:
             self.order = order[np.isnan(self.start[order])]
             self.listed[started] = False
 
+    def seen(self, state: "SimState") -> None:
+        """The state as a pass leaves it: its running rows and finishes so far."""
+        self.last_running = state.running.copy()
+        self.finishes = state.finishes
+
     def update(self, state: "SimState", predictor, stat: str) -> None:
-        """Predictions as they are now: the users of the jobs ended since the last pass
-        (history), or every job in the system (a predictor that learns otherwise)."""
+        """The starts since the last pass, and the predictions as they are now: the users
+        of the jobs ended since the last pass (history), or every job in the system (a
+        predictor that learns otherwise)."""
+        order = state.start_order
+        if len(order) != self.n_starts:
+            began, start_s = self.began, state.start_s
+            for j in order[self.n_starts:]:
+                began[j] = start_s[j]
+            self.n_starts = len(order)
         if self.fixed:
             return
         predict = predictor.predict
         if self.by_user:
-            now_running = {j for _, j in state.running}
-            gpred, juser = self.gpred, self.juser
-            for j in self.seen_running - now_running:
-                gpred[juser[j]] = predict(state, j, stat)
+            if state.finishes != self.finishes:
+                gpred, juser = self.gpred, self.juser
+                now_running = {j for _, j in state.running}
+                for j in {j for _, j in self.last_running} - now_running:
+                    gpred[juser[j]] = predict(state, j, stat)
             return
         gpred = self.gpred
         for _, j in state.running:

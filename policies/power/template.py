@@ -100,21 +100,27 @@ class KnapsackTemplate:
             a["juser"] = np.zeros(n, dtype=np.int64)
             a["gpred"] = np.full(1, p.peak_w)
         else:  # the history
-            group: dict[int, int] = {}
-            a["juser"] = np.array([group.setdefault(u, len(group)) for u in p.user],
-                                  dtype=np.int64)
+            # (users numbered by first appearance)
+            users = list(dict.fromkeys(p.user))
+            group = {u: g for g, u in enumerate(users)}
+            a["juser"] = np.fromiter(map(group.__getitem__, p.user), np.int64, n)
             width = min(pred.window, HISTORY_LEN)
-            ring = a["ring"] = np.zeros((max(len(group), 1), width))
-            ring_n = a["ring_n"] = np.zeros(len(ring), dtype=np.int64)
-            gpred = a["gpred"] = np.full(len(ring), p.peak_w)
             k = STATS.index(stat)
-            for user, u in group.items():
-                past = p.history.get(user)
-                if past:
-                    values, gpred[u] = _user_row(user, past, k, width, pred.window,
-                                                 pred.alpha)
-                    ring[u, :len(values)] = values
-                    ring_n[u] = len(values)
+            rows, counts, means = [], [], []
+            none = (np.zeros(width), 0, p.peak_w)  # (a user with no history yet)
+            history = p.history
+            for user in users:
+                past = history.get(user)
+                row, m, mean = _user_row(user, past, k, width, pred.window, pred.alpha) \
+                    if past else none
+                rows.append(row)
+                counts.append(m)
+                means.append(mean)
+            if not users:
+                rows, counts, means = [none[0]], [0], [p.peak_w]
+            a["ring"] = np.array(rows)
+            a["ring_n"] = np.array(counts, dtype=np.int64)
+            a["gpred"] = np.array(means, dtype=float)
             a["learn"][:] = (1, pred.window)
             a["alpha"] = float(pred.alpha)
 
@@ -151,20 +157,23 @@ USER_ROWS_KEPT = 100_000
 
 
 def _user_row(user, past: tuple, k: int, width: int, window: int,
-              alpha: float) -> tuple[list[float], float]:
+              alpha: float) -> tuple[np.ndarray, int, float]:
     """The last ``width`` values of statistic ``k`` in ``past`` (a user's history, oldest
-    first) and their weighted mean (:func:`recent_mean`, the last ``window``, weights
-    ``alpha`` ** age)."""
+    first) as a template's history row (``width`` long, zeros after them), how many
+    there are, and their weighted mean (:func:`recent_mean`, the last ``window``,
+    weights ``alpha`` ** age)."""
     key = (user, k, width, window, alpha)
     kept = _USER_ROWS.get(key)
     if kept is not None and kept[0] is past:
-        return kept[1], kept[2]
+        return kept[1]
     values = [rec[k] for rec in islice(past, max(len(past) - width, 0), None)]
-    mean = recent_mean(values, len(values), window, alpha)
+    row = np.zeros(width)
+    row[:len(values)] = values
+    made = (row, len(values), recent_mean(values, len(values), window, alpha))
     if len(_USER_ROWS) >= USER_ROWS_KEPT:
         _USER_ROWS.clear()
-    _USER_ROWS[key] = (past, values, mean)
-    return values, mean
+    _USER_ROWS[key] = (past, made)
+    return made
 
 
 class KnapsackRun(LoopRun):
