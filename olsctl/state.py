@@ -38,7 +38,7 @@ class SimState:
         "now_s", "total_procs", "active_procs", "busy_procs", "job_id", "submit_s",
         "procs", "estimate_s", "runtime_s", "start_s", "queue", "running", "alloc",
         "held", "started", "checker", "power", "cache", "finishes", "wake", "budget", "pass_due",
-        "limit", "start_order", "_copies",
+        "limit", "start_order", "end_order", "_copies",
     )
 
     def __init__(
@@ -89,6 +89,9 @@ class SimState:
         #: the jobs started by :meth:`start`, in start order (lets SLA feedback read only
         #: the starts since it last looked)
         self.start_order: list[int] = []
+        #: the jobs ended by :meth:`finish`, in end order (lets a policy read only the
+        #: ends since its last pass)
+        self.end_order: list[int] = []
         #: a change of the active processors still to come, as (time, count): processors
         #: being woken become usable then (None: nothing pending)
         self.wake: tuple[float, int] | None = None
@@ -112,6 +115,7 @@ class SimState:
         del running[pos]
         self.busy_procs -= self.procs[idx]
         self.finishes += 1
+        self.end_order.append(idx)
         self.pass_due = True
         if self.alloc:  # (a policy with partitions)
             alloc = self.alloc.pop(idx, None)

@@ -12,13 +12,12 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
+from olsctl.policies.core.jit import compiled, kernel, warm_up
+
 if TYPE_CHECKING:
     from olsctl.state import SimState, Snapshot
-
-
-#: snapshots of more jobs than this have the forecast's jobs found at numpy speed first
-#: (below it, the numpy calls cost more than the loop they save)
-SPAN_FIRST = 200
 
 
 class ForecastSpan(Protocol):
@@ -39,58 +38,87 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
     processors at idle power, the rest asleep, plus the wakes the candidate needs. Last,
     the idle energy (J): the part of that energy no job draws (idle and sleeping
     processors, the wakes), the part a setting can save, as a job draws the same energy
-    whenever it runs."""
+    whenever it runs. The sums are :func:`forecast_sums`'s (compiled)."""
     p = state.power
-    now = snap.now_s
-    end = now + task.power_s
-    procs, start, runtime = state.procs, state.start_s, state.runtime_s
-    mean_w, max_w = p.true_mean_w, p.true_max_w
-    n_power = len(mean_w)
-    events: dict[float, list[float]] = {}  # time -> [d busy procs, d watts, d max watts]
-    # (in a long snapshot, the jobs in the span found first when the state can)
-    in_span = getattr(state, "in_span", None) if len(start) > SPAN_FIRST else None
-    for j in range(len(start)) if in_span is None else in_span(now, end, n_power):
+    columns = getattr(state, "columns", None)
+    procs, start, runtime = columns() if columns is not None else (
+        np.asarray(state.procs, dtype=np.int64), np.asarray(state.start_s, dtype=float),
+        np.asarray(state.runtime_s, dtype=float))
+    energy, peak, idle_energy = compiled().forecast_sums(
+        snap.now_s, snap.now_s + task.power_s, procs, start, runtime,
+        np.asarray(p.true_mean_w, dtype=float), np.asarray(p.true_max_w, dtype=float),
+        snap.total_procs, active, p.idle_w, p.sleep_w)
+    wakes = task.wake_energy_j * max(0, active - snap.active_procs)
+    energy += wakes
+    return energy, energy / task.power_s, peak, idle_energy + wakes
+
+
+@kernel
+def forecast_sums(now: float, end: float, procs: np.ndarray, start: np.ndarray,
+                  runtime: np.ndarray, mean_w: np.ndarray, max_w: np.ndarray, total: int,
+                  active: int, idle_w: float, sleep_w: float) -> tuple:
+    """The sums of :func:`power_forecast` over [``now``, ``end``]: (energy, peak power,
+    idle energy), without the wakes, of the jobs with a start (not NaN) and a profile
+    (the first ``len(mean_w)``) that run in the span. Each instant where jobs start or
+    end changes the busy processors and the jobs' power by the sum of its changes, in
+    job order (a job's start before its end)."""
+    n = min(len(start), len(mean_w))
+    at = np.empty(2 * n)
+    change = np.empty((2 * n, 3))  # busy processors, watts, watts at the maximum
+    m = 0
+    for j in range(n):
         s = start[j]
-        if s != s or s >= end or j >= n_power:
+        if s != s or s >= end:
             continue
         e = s + runtime[j]
         if e <= now:
             continue
-        w, top = procs[j] * mean_w[j], procs[j] * max_w[j]
-        a = events.setdefault(max(s, now), [0.0, 0.0, 0.0])
-        a[0] += procs[j]
-        a[1] += w
-        a[2] += top
+        w = procs[j] * mean_w[j]
+        top = procs[j] * max_w[j]
+        at[m] = s if s > now else now
+        change[m, 0], change[m, 1], change[m, 2] = procs[j], w, top
+        m += 1
         if e < end:
-            b = events.setdefault(e, [0.0, 0.0, 0.0])
-            b[0] -= procs[j]
-            b[1] -= w
-            b[2] -= top
-    total = snap.total_procs
+            at[m] = e
+            change[m, 0], change[m, 1], change[m, 2] = -procs[j], -w, -top
+            m += 1
+    order = np.argsort(at[:m], kind="mergesort")  # (stable: job order within an instant)
     busy = busy_w = busy_top = 0.0
-    energy = idle_energy = 0.0
-    peak = 0.0
-    times = sorted(events)
-    times.append(end)
+    energy = idle_energy = peak = 0.0
     t_prev = now
-    for t in times:
+    i = 0
+    while True:
+        t = at[order[i]] if i < m else end
         if t > t_prev:
             idle = active - busy if active > busy else 0.0
             asleep = total - (active if active > busy else busy)
-            rest = p.idle_w * idle + p.sleep_w * asleep
+            rest = idle_w * idle + sleep_w * asleep
             energy += (busy_w + rest) * (t - t_prev)
             idle_energy += rest * (t - t_prev)
             top = busy_top + rest
             peak = top if top > peak else peak
             t_prev = t
-        d = events.get(t)
-        if d is not None:
-            busy += d[0]
-            busy_w += d[1]
-            busy_top += d[2]
-    wakes = task.wake_energy_j * max(0, active - snap.active_procs)
-    energy += wakes
-    return energy, energy / task.power_s, peak, idle_energy + wakes
+        if i == m:
+            return energy, peak, idle_energy
+        d0 = d1 = d2 = 0.0
+        while i < m and at[order[i]] == t:
+            k = order[i]
+            d0 += change[k, 0]
+            d1 += change[k, 1]
+            d2 += change[k, 2]
+            i += 1
+        busy += d0
+        busy_w += d1
+        busy_top += d2
+
+
+@warm_up
+def forecast_warm_up(k) -> None:
+    """Run :func:`forecast_sums` (compiled: ``k``) on a tiny what-if."""
+    x = np.array([0.0, 5.0, np.nan])
+    k.forecast_sums(0.0, 10.0, np.array([1, 2, 1], dtype=np.int64), x,
+                    np.array([8.0, 10.0, 1.0]), np.full(3, 100.0), np.full(3, 120.0), 4, 3,
+                    50.0, 5.0)
 
 
 #: the share of the forecast's magnitude a floor stays below it by, so that the rounding

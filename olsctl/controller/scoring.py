@@ -170,22 +170,15 @@ class _Starts:
     """What a power forecast reads of a what-if run by a compiled loop: the snapshot's
     jobs and power, with the start times the loop gave."""
 
-    __slots__ = ("power", "procs", "start_s", "runtime_s", "_start", "_runtime")
+    __slots__ = ("power", "procs", "start_s", "runtime_s")
 
     def __init__(self, snap: Snapshot, start: np.ndarray) -> None:
         self.power = snap.power
-        self.procs = snap.procs.tolist()
-        self.start_s = start.tolist()
-        self.runtime_s = snap.runtime_s.tolist()
-        self._start, self._runtime = start, snap.runtime_s
+        self.procs, self.start_s, self.runtime_s = snap.procs, start, snap.runtime_s
 
-    def in_span(self, now: float, end: float, n: int) -> list[int]:
-        """The jobs among the first ``n`` that run at some time in [``now``, ``end``):
-        started before ``end``, not ended by ``now`` (the forecast's jobs, found at
-        numpy speed)."""
-        start = self._start[:n]
-        with np.errstate(invalid="ignore"):
-            return np.flatnonzero((start < end) & (start + self._runtime[:n] > now)).tolist()
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The jobs' processors, starts and runtimes, as arrays."""
+        return self.procs, self.start_s, self.runtime_s
 
 
 #: the last snapshot seen by :func:`_widest_waiting`, and its widest waiting job

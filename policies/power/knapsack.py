@@ -117,7 +117,6 @@ class WindowKnapsack(_PowerPolicy):
         a.start[started] = np.nan  # (the scratch of the next pass: waiting jobs NaN)
         for j in started:
             state.start(j)
-        a.seen(state)
         p.forced_starts += int(kint[K_FORCED])
 
     def settings(self) -> dict:
@@ -168,10 +167,8 @@ class _PassArrays:
             self.juser = np.arange(n, dtype=np.int64)
             self.gpred = np.array([predictor.predict(state, j, stat) for j in range(n)],
                                   dtype=float) if self.fixed else np.zeros(n)
-        #: the running rows after the last pass and the state's finishes then (the jobs
-        #: gone since have ended)
-        self.last_running = state.running.copy()
-        self.finishes = state.finishes
+        #: the state's ends (``state.end_order``) read so far
+        self.n_ends = len(state.end_order)
         #: in WFP order: the waiting jobs in the last pass's order (None: none kept),
         #: whether each job is among them, each waiting job's rank in the queue and room
         #: for its key
@@ -206,11 +203,6 @@ class _PassArrays:
             self.order = order[np.isnan(self.start[order])]
             self.listed[started] = False
 
-    def seen(self, state: "SimState") -> None:
-        """The state as a pass leaves it: its running rows and finishes so far."""
-        self.last_running = state.running.copy()
-        self.finishes = state.finishes
-
     def update(self, state: "SimState", predictor, stat: str) -> None:
         """The starts since the last pass, and the predictions as they are now: the users
         of the jobs ended since the last pass (history), or every job in the system (a
@@ -221,15 +213,15 @@ class _PassArrays:
             for j in order[self.n_starts:]:
                 began[j] = start_s[j]
             self.n_starts = len(order)
+        ended = state.end_order
+        n_ends, self.n_ends = self.n_ends, len(ended)
         if self.fixed:
             return
         predict = predictor.predict
         if self.by_user:
-            if state.finishes != self.finishes:
-                gpred, juser = self.gpred, self.juser
-                now_running = {j for _, j in state.running}
-                for j in {j for _, j in self.last_running} - now_running:
-                    gpred[juser[j]] = predict(state, j, stat)
+            gpred, juser = self.gpred, self.juser
+            for j in ended[n_ends:]:
+                gpred[juser[j]] = predict(state, j, stat)
             return
         gpred = self.gpred
         for _, j in state.running:
