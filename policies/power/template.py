@@ -109,10 +109,17 @@ class KnapsackTemplate:
             rows, counts, means = [], [], []
             none = (np.zeros(width), 0, p.peak_w)  # (a user with no history yet)
             history = p.history
+            kept = _USER_ROWS.setdefault((k, width, pred.window, pred.alpha), {})
             for user in users:
                 past = history.get(user)
-                row, m, mean = _user_row(user, past, k, width, pred.window, pred.alpha) \
-                    if past else none
+                if not past:
+                    row, m, mean = none
+                else:
+                    got = kept.get(user)
+                    if got is None or got[0] is not past:
+                        got = kept[user] = (past, *_user_row(past, k, width, pred.window,
+                                                             pred.alpha))
+                    row, m, mean = got[1:]
                 rows.append(row)
                 counts.append(m)
                 means.append(mean)
@@ -147,33 +154,23 @@ class KnapsackTemplate:
         return KnapsackRun(self, ORDER_CODES[policy.order], arrays)
 
 
-#: each user's last jobs as a template's history row, and their prediction, by (user,
-#: statistic, row width, history window, weight): made again when the user's history
-#: (an immutable tuple, replaced when a job of theirs ends) is another; at most
-#: :data:`USER_ROWS_KEPT` kept
+#: each user's last jobs as a template's history row, their count and their prediction,
+#: by (statistic, row width, history window, weight), then by user, with the history
+#: they were made of (an immutable tuple, replaced when a job of the user's ends: made
+#: again when it is another)
 _USER_ROWS: dict = {}
 
-USER_ROWS_KEPT = 100_000
 
-
-def _user_row(user, past: tuple, k: int, width: int, window: int,
+def _user_row(past: tuple, k: int, width: int, window: int,
               alpha: float) -> tuple[np.ndarray, int, float]:
     """The last ``width`` values of statistic ``k`` in ``past`` (a user's history, oldest
     first) as a template's history row (``width`` long, zeros after them), how many
     there are, and their weighted mean (:func:`recent_mean`, the last ``window``,
     weights ``alpha`` ** age)."""
-    key = (user, k, width, window, alpha)
-    kept = _USER_ROWS.get(key)
-    if kept is not None and kept[0] is past:
-        return kept[1]
     values = [rec[k] for rec in islice(past, max(len(past) - width, 0), None)]
     row = np.zeros(width)
     row[:len(values)] = values
-    made = (row, len(values), recent_mean(values, len(values), window, alpha))
-    if len(_USER_ROWS) >= USER_ROWS_KEPT:
-        _USER_ROWS.clear()
-    _USER_ROWS[key] = (past, made)
-    return made
+    return row, len(values), recent_mean(values, len(values), window, alpha)
 
 
 class KnapsackRun(LoopRun):
