@@ -18,7 +18,7 @@ import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.order import order_into
+from olsctl.policies.core.order import order_into, rank_queue
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
@@ -88,14 +88,45 @@ def phase_power(x: float, ph_start: np.ndarray, ph_w: np.ndarray, a: int, b: int
 def running_power(now: float, jobs: np.ndarray, began: np.ndarray, runtime: np.ndarray,
                   ph_off: np.ndarray, ph_start: np.ndarray, ph_w: np.ndarray,
                   run_w: np.ndarray) -> None:
-    """Each running job ``jobs[i]``'s power per processor at ``now`` in ``run_w`` (by job),
-    from its phases (``ph_off[j]:ph_off[j + 1]`` of ``ph_start``, ``ph_w``), ``began[i]``
-    and ``runtime[i]`` being its start and runtime
+    """Each running job ``j`` of ``jobs``' power per processor at ``now`` in ``run_w``
+    (by job), from its phases (``ph_off[j]:ph_off[j + 1]`` of ``ph_start``, ``ph_w``),
+    ``began[j]`` and ``runtime[j]`` being its start and runtime
     (:meth:`olsctl.power.runtime.PowerState.job_power_now` without a power limit)."""
     for i in range(len(jobs)):
         j = jobs[i]
-        x = (now - began[i]) / runtime[i] if runtime[i] > 0 else 0.0
+        x = (now - began[j]) / runtime[j] if runtime[j] > 0 else 0.0
         run_w[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])[0]
+
+
+@kernel
+def kept_order(code: int, now: float, last: np.ndarray, waiting: np.ndarray,
+               listed: np.ndarray, rank: np.ndarray, key: np.ndarray, procs: np.ndarray,
+               est: np.ndarray, submit: np.ndarray, order: np.ndarray) -> None:
+    """The waiting jobs (``waiting``, in arrival order) in ``order`` in order ``code``
+    at ``now``, as :func:`olsctl.policies.core.order.ordered_queue` gives it: put in
+    order (:func:`rank_queue`) from the last pass's order ``last``, the jobs come since
+    (not ``listed``) behind, in arrival order; the whole queue afresh when a job of
+    ``last`` left unseen. Marks the waiting jobs ``listed`` and each one's arrival rank
+    in ``rank`` (``key``: room for each job's key)."""
+    nq = len(waiting)
+    m = len(last)
+    fresh = 0
+    for i in range(nq):
+        if not listed[waiting[i]]:
+            fresh += 1
+    if m + fresh != nq:  # (a job left unseen)
+        listed[:] = False
+        m = 0
+    for i in range(m):
+        order[i] = last[i]
+    for i in range(nq):
+        j = waiting[i]
+        if not listed[j]:
+            order[m] = j
+            m += 1
+            listed[j] = True
+        rank[j] = i
+    rank_queue(code, now, order, nq, rank, key, waiting, procs, est, submit)
 
 
 @kernel

@@ -87,8 +87,8 @@ class WindowKnapsack(_PowerPolicy):
         k = compiled()
         if state.limit is None:
             jobs = rows[:nr, 1].astype(np.int64)
-            k.running_power(state.now_s, jobs, a.began[jobs], a.runtime[jobs], a.ph_off,
-                            a.ph_start, a.ph_w, run_w)
+            k.running_power(state.now_s, jobs, a.began, a.runtime, a.ph_off, a.ph_start,
+                            a.ph_w, run_w)
         else:
             for _, j in running:
                 run_w[j] = p.job_power_now(state, j)
@@ -180,19 +180,12 @@ class _PassArrays:
     def wfp_order(self, k, now_s: float, waiting: np.ndarray) -> np.ndarray:
         """The waiting jobs (``waiting``, in arrival order) in WFP order at ``now_s``, as
         :func:`olsctl.policies.core.order.ordered_queue` gives it, put in order from the
-        last pass's order with the jobs come since behind (``rank_queue`` of the
+        last pass's order with the jobs come since behind (``kept_order`` of the
         compiled kernels ``k``); kept for the next pass."""
-        fresh = waiting[~self.listed[waiting]]
-        last = self.order
-        if last is None or last.size + fresh.size != waiting.size:  # (a job left unseen)
-            self.listed[:] = False
-            last, fresh = waiting[:0], waiting
-        order = np.concatenate((last, fresh))
-        self.listed[fresh] = True
-        nq = waiting.size
-        self.rank[waiting] = np.arange(nq)
-        k.rank_queue(WFP, now_s, order, nq, self.rank, self.key, waiting, self.procs,
-                     self.est, self.submit)
+        last = waiting[:0] if self.order is None else self.order
+        order = np.empty(waiting.size, dtype=np.int64)
+        k.kept_order(WFP, now_s, last, waiting, self.listed, self.rank, self.key,
+                     self.procs, self.est, self.submit, order)
         self.order = order
         return order
 
