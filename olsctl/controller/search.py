@@ -128,26 +128,26 @@ def cheapest_first_search(ctx: SearchContext) -> list[Trial]:
     return [done[c] for c in cands]
 
 
-#: the last order of :func:`_cheapest_first` made without power: (key, order)
+#: the last order of :func:`_cheapest_first`: (key, order)
 _ORDER: list = [None, None]
 
 
 def _cheapest_first(task: WhatIfTask, cands: list[Candidate]) -> list[Candidate]:
     """``cands`` from the cheapest up by the cost known before their what-ifs, ties as
-    :func:`choose` breaks them. Without power that cost depends on the candidates and
-    the weights alone, so the order of the last tick serves again."""
-    key = None
-    if task.snapshot.power is None:
-        key = (task.cost, tuple(cands))
-        if _ORDER[0] == key:
-            return _ORDER[1]
+    :func:`choose` breaks them. That cost depends on the candidates, the weights and,
+    with power, the cap in force alone (:func:`known_costs`), so the order of the last
+    tick serves again while they are the same."""
+    snap = task.snapshot
+    key = (task.cost, tuple(cands),
+           None if snap.power is None else snap.power.cap.cap_at(snap.now_s))
+    if _ORDER[0] == key:
+        return _ORDER[1]
 
     def rank(c: Candidate) -> tuple:
         return (weighted_cost(task.cost, known_costs(task, c)), *_bigger_first(c))
 
     order = sorted(cands, key=rank)
-    if key is not None:
-        _ORDER[:] = [key, order]
+    _ORDER[:] = [key, order]
     return order
 
 
