@@ -44,13 +44,29 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
     procs, start, runtime = columns() if columns is not None else (
         np.asarray(state.procs, dtype=np.int64), np.asarray(state.start_s, dtype=float),
         np.asarray(state.runtime_s, dtype=float))
+    mean_w, max_w = _profile_columns(p)
     energy, peak, idle_energy = compiled().forecast_sums(
-        snap.now_s, snap.now_s + task.power_s, procs, start, runtime,
-        np.asarray(p.true_mean_w, dtype=float), np.asarray(p.true_max_w, dtype=float),
+        snap.now_s, snap.now_s + task.power_s, procs, start, runtime, mean_w, max_w,
         snap.total_procs, active, p.idle_w, p.sleep_w)
     wakes = task.wake_energy_j * max(0, active - snap.active_procs)
     energy += wakes
     return energy, energy / task.power_s, peak, idle_energy + wakes
+
+
+#: the last power data's profile columns as arrays: (mean list, max list, their length,
+#: mean array, max array); a tick's what-ifs share their snapshot's
+_COLUMNS: list = [None, None, -1, None, None]
+
+
+def _profile_columns(p) -> tuple[np.ndarray, np.ndarray]:
+    """The jobs' mean and maximum power of the power data ``p`` as arrays, made again
+    when its lists are other lists or have grown (jobs are only appended to them)."""
+    c = _COLUMNS
+    mean, top = p.true_mean_w, p.true_max_w
+    if c[0] is not mean or c[1] is not top or c[2] != len(mean):
+        c[:] = [mean, top, len(mean), np.asarray(mean, dtype=float),
+                np.asarray(top, dtype=float)]
+    return c[3], c[4]
 
 
 @kernel
