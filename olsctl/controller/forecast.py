@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from olsctl.policies.core.jit import compiled, kernel, warm_up
+from olsctl.policies.core.score import N_ROW, score_columns
 
 if TYPE_CHECKING:
     from olsctl.state import SimState, Snapshot
@@ -44,7 +45,7 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
     procs, start, runtime = columns() if columns is not None else (
         np.asarray(state.procs, dtype=np.int64), np.asarray(state.start_s, dtype=float),
         np.asarray(state.runtime_s, dtype=float))
-    mean_w, max_w = _profile_columns(p)
+    mean_w, max_w = profile_columns(p)
     energy, peak, idle_energy = compiled().forecast_sums(
         snap.now_s, snap.now_s + task.power_s, procs, start, runtime, mean_w, max_w,
         snap.total_procs, active, p.idle_w, p.sleep_w)
@@ -58,7 +59,7 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
 _COLUMNS: list = [None, None, -1, None, None]
 
 
-def _profile_columns(p) -> tuple[np.ndarray, np.ndarray]:
+def profile_columns(p) -> tuple[np.ndarray, np.ndarray]:
     """The jobs' mean and maximum power of the power data ``p`` as arrays, made again
     when its lists are other lists or have grown (jobs are only appended to them)."""
     c = _COLUMNS
@@ -128,13 +129,29 @@ def forecast_sums(now: float, end: float, procs: np.ndarray, start: np.ndarray,
         busy_top += d2
 
 
+@kernel
+def scored_forecast(start: np.ndarray, submit: np.ndarray, runtime: np.ndarray,
+                    censor: bool, until: float, bsld_s: float, row: np.ndarray, now: float,
+                    end: float, procs: np.ndarray, mean_w: np.ndarray, max_w: np.ndarray,
+                    total: int, active: int, idle_w: float, sleep_w: float) -> tuple:
+    """A what-if that ran to its end, scored into ``row``
+    (:func:`olsctl.policies.core.score.score_columns`) and its power forecast's sums
+    over [``now``, ``end``] (:func:`forecast_sums`) returned, in one call."""
+    score_columns(start, submit, runtime, censor, until, bsld_s, row)
+    return forecast_sums(now, end, procs, start, runtime, mean_w, max_w, total, active,
+                         idle_w, sleep_w)
+
+
 @warm_up
 def forecast_warm_up(k) -> None:
-    """Run :func:`forecast_sums` (compiled: ``k``) on a tiny what-if."""
+    """Run :func:`forecast_sums` and :func:`scored_forecast` (compiled: ``k``) on a tiny
+    what-if."""
     x = np.array([0.0, 5.0, np.nan])
-    k.forecast_sums(0.0, 10.0, np.array([1, 2, 1], dtype=np.int64), x,
-                    np.array([8.0, 10.0, 1.0]), np.full(3, 100.0), np.full(3, 120.0), 4, 3,
-                    50.0, 5.0)
+    procs, runtime = np.array([1, 2, 1], dtype=np.int64), np.array([8.0, 10.0, 1.0])
+    k.forecast_sums(0.0, 10.0, procs, x, runtime, np.full(3, 100.0), np.full(3, 120.0), 4,
+                    3, 50.0, 5.0)
+    k.scored_forecast(x, np.zeros(3), runtime, False, 10.0, 10.0, np.empty(N_ROW), 0.0,
+                      10.0, procs, np.full(3, 100.0), np.full(3, 120.0), 4, 3, 50.0, 5.0)
 
 
 #: the share of the forecast's magnitude a floor stays below it by, so that the rounding

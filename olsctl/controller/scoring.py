@@ -24,14 +24,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from olsctl.controller import batches
-from olsctl.controller.forecast import power_forecast
+from olsctl.controller.forecast import profile_columns, power_forecast
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
                                       candidate_policy, cut_trial, failed_trial, known_costs,
                                       power_setting_of, setting_of, weighted_cost)
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import RUNTIME, START, SUBMIT
-from olsctl.policies.core.score import N_ROW, ROW_MAX_WAIT, ROW_MEAN_BSLD
+from olsctl.policies.core.score import (N_ROW, ROW_CENSORED, ROW_MAX_WAIT, ROW_MEAN_BSLD,
+                                        ROW_UNSTARTED)
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
 
@@ -105,6 +106,8 @@ class WhatIfRun:
         if stopped is not None:
             return cut_trial(candidate, n, task.stop_above[0], stopped, self._cost(),
                              (state or arrays).now_s)
+        if arrays is not None and self.metered and not self.policy.n_queues:
+            return self._score_metered(arrays)
         if arrays is not None:
             start = arrays.column(START).copy()
             submit, runtime = arrays.column(SUBMIT), arrays.column(RUNTIME)
@@ -164,6 +167,40 @@ class WhatIfRun:
         mean_bsld, p95_bsld, mean_wait, max_wait = row[ROW_MEAN_BSLD:ROW_MAX_WAIT + 1].tolist()
         return Trial(candidate, n, 0, censored, mean_bsld, p95_bsld, mean_wait, max_wait,
                      cost, queue_bsld, energy, mean_w, peak_w, over_cap=over_cap)
+
+
+    def _score_metered(self, arrays: Any) -> Trial:
+        """:meth:`_score` of a what-if with power, run to its end by a compiled loop
+        without queues of its own: its scores and its power forecast in one compiled
+        call (:func:`olsctl.controller.forecast.scored_forecast`)."""
+        task, candidate, n = self.task, self.candidate, self.n
+        snap = task.snapshot
+        p = snap.power
+        mean_w, max_w = profile_columns(p)
+        row = np.empty(N_ROW)
+        energy, peak_w, idle_energy = compiled().scored_forecast(
+            arrays.column(START), arrays.column(SUBMIT), arrays.column(RUNTIME),
+            task.horizon_s is not None, self.until, BSLD_BOUND_S, row, snap.now_s,
+            snap.now_s + task.power_s, snap.procs, mean_w, max_w, snap.total_procs,
+            self.active, p.idle_w, p.sleep_w)
+        # (the wakes, as power_forecast adds them)
+        wakes = task.wake_energy_j * max(0, self.active - snap.active_procs)
+        energy += wakes
+        mean_w = energy / task.power_s
+        self.cost_parts.update(energy=energy, peak_power=peak_w,
+                               idle_energy=idle_energy + wakes)
+        over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
+        cost = self._cost()
+        if n == 0:
+            return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
+                         mean_w, peak_w, over_cap=over_cap)
+        scores = row.tolist()
+        unstarted, censored = int(scores[ROW_UNSTARTED]), int(scores[ROW_CENSORED])
+        if unstarted:
+            return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost, None,
+                         energy, mean_w, peak_w, over_cap=over_cap)
+        return Trial(candidate, n, 0, censored, *scores[ROW_MEAN_BSLD:ROW_MAX_WAIT + 1],
+                     cost, None, energy, mean_w, peak_w, over_cap=over_cap)
 
 
 class _Starts:
