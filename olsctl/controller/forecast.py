@@ -41,14 +41,19 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
     processors, the wakes), the part a setting can save, as a job draws the same energy
     whenever it runs. The sums are :func:`forecast_sums`'s (compiled)."""
     p = state.power
-    columns = getattr(state, "columns", None)
-    procs, start, runtime = columns() if columns is not None else (
-        np.asarray(state.procs, dtype=np.int64), np.asarray(state.start_s, dtype=float),
-        np.asarray(state.runtime_s, dtype=float))
     mean_w, max_w = profile_columns(p)
-    energy, peak, idle_energy = compiled().forecast_sums(
-        snap.now_s, snap.now_s + task.power_s, procs, start, runtime, mean_w, max_w,
-        snap.total_procs, active, p.idle_w, p.sleep_w)
+    sums = compiled().forecast_sums(
+        snap.now_s, snap.now_s + task.power_s, np.asarray(state.procs, dtype=np.int64),
+        np.asarray(state.start_s, dtype=float), np.asarray(state.runtime_s, dtype=float),
+        mean_w, max_w, snap.total_procs, active, p.idle_w, p.sleep_w)
+    return with_wakes(snap, task, active, *sums)
+
+
+def with_wakes(snap: Snapshot, task: ForecastSpan, active: int, energy: float,
+               peak: float, idle_energy: float) -> tuple[float, float, float, float]:
+    """:func:`power_forecast`'s figures from :func:`forecast_sums`' (energy, peak and
+    idle energy over the span): the wakes ``active`` processors need from the
+    snapshot's added to the energy and the idle energy, and the mean power."""
     wakes = task.wake_energy_j * max(0, active - snap.active_procs)
     energy += wakes
     return energy, energy / task.power_s, peak, idle_energy + wakes

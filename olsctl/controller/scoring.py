@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from olsctl.controller import batches
-from olsctl.controller.forecast import profile_columns, power_forecast
+from olsctl.controller.forecast import power_forecast, profile_columns, with_wakes
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
                                       candidate_policy, cut_trial, failed_trial, known_costs,
                                       power_setting_of, setting_of, weighted_cost)
@@ -106,7 +106,7 @@ class WhatIfRun:
         if stopped is not None:
             return cut_trial(candidate, n, task.stop_above[0], stopped, self._cost(),
                              (state or arrays).now_s)
-        if arrays is not None and self.metered and not self.policy.n_queues:
+        if arrays is not None and self.metered:
             return self._score_metered(arrays)
         if arrays is not None:
             start = arrays.column(START).copy()
@@ -127,8 +127,8 @@ class WhatIfRun:
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
-            energy, mean_w, peak_w, idle_energy = power_forecast(
-                snap, state or _Starts(snap, arrays.column(START)), task, self.active)
+            energy, mean_w, peak_w, idle_energy = power_forecast(snap, state, task,
+                                                                 self.active)
             self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
             # (under a power limit the cap holds: what it costs is the jobs' stretch)
             over_cap = (candidate.cap_w is not None and peak_w > candidate.cap_w
@@ -170,25 +170,25 @@ class WhatIfRun:
 
 
     def _score_metered(self, arrays: Any) -> Trial:
-        """:meth:`_score` of a what-if with power, run to its end by a compiled loop
-        without queues of its own: its scores and its power forecast in one compiled
-        call (:func:`olsctl.controller.forecast.scored_forecast`)."""
+        """:meth:`_score` of a what-if with power run to its end by a compiled loop (the
+        window knapsack's, which has one queue: the compiled loops with queues of their
+        own take no power): its scores and its power forecast in one compiled call
+        (:func:`olsctl.controller.forecast.scored_forecast`)."""
         task, candidate, n = self.task, self.candidate, self.n
+        if self.policy.n_queues:
+            raise ValueError("a compiled what-if with power and queues of its own "
+                             "cannot be scored")
         snap = task.snapshot
         p = snap.power
         mean_w, max_w = profile_columns(p)
         row = np.empty(N_ROW)
-        energy, peak_w, idle_energy = compiled().scored_forecast(
+        sums = compiled().scored_forecast(
             arrays.column(START), arrays.column(SUBMIT), arrays.column(RUNTIME),
             task.horizon_s is not None, self.until, BSLD_BOUND_S, row, snap.now_s,
             snap.now_s + task.power_s, snap.procs, mean_w, max_w, snap.total_procs,
             self.active, p.idle_w, p.sleep_w)
-        # (the wakes, as power_forecast adds them)
-        wakes = task.wake_energy_j * max(0, self.active - snap.active_procs)
-        energy += wakes
-        mean_w = energy / task.power_s
-        self.cost_parts.update(energy=energy, peak_power=peak_w,
-                               idle_energy=idle_energy + wakes)
+        energy, mean_w, peak_w, idle_energy = with_wakes(snap, task, self.active, *sums)
+        self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
         over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
         cost = self._cost()
         if n == 0:
@@ -201,21 +201,6 @@ class WhatIfRun:
                          energy, mean_w, peak_w, over_cap=over_cap)
         return Trial(candidate, n, 0, censored, *scores[ROW_MEAN_BSLD:ROW_MAX_WAIT + 1],
                      cost, None, energy, mean_w, peak_w, over_cap=over_cap)
-
-
-class _Starts:
-    """What a power forecast reads of a what-if run by a compiled loop: the snapshot's
-    jobs and power, with the start times the loop gave."""
-
-    __slots__ = ("power", "procs", "start_s", "runtime_s")
-
-    def __init__(self, snap: Snapshot, start: np.ndarray) -> None:
-        self.power = snap.power
-        self.procs, self.start_s, self.runtime_s = snap.procs, start, snap.runtime_s
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The jobs' processors, starts and runtimes, as arrays."""
-        return self.procs, self.start_s, self.runtime_s
 
 
 #: the last snapshot seen by :func:`_widest_waiting`, and its widest waiting job
