@@ -202,7 +202,10 @@ class MainSimulator:
         if self.env.peek() != self.env.now:
             if self.state.pass_due:
                 self._on_pass()
-            if self.state.limit is not None:
+            limit = self.state.limit
+            # (nothing to settle unless the limit's data changed since its last settle:
+            # every change of its draws or phase boundaries marks it dirty or moves a job)
+            if limit is not None and (limit.dirty or limit.moved):
                 self._settle()
 
     def _settle(self) -> None:

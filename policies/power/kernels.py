@@ -18,7 +18,7 @@ import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
-from olsctl.policies.core.order import order_into, rank_queue
+from olsctl.policies.core.order import WFP, order_into, rank_queue
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
@@ -154,6 +154,64 @@ def knapsack_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: i
                        n_run, run_w, juser, gpred, entry, kint, kflt, started, known, code,
                        queue, np.empty(window, dtype=np.int64),
                        np.empty(window, dtype=np.int64))
+
+
+@kernel
+def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
+              procs: np.ndarray, est: np.ndarray, submit: np.ndarray, start: np.ndarray,
+              running: np.ndarray, n_run: int, run_w: np.ndarray, metered: bool,
+              began: np.ndarray, runtime: np.ndarray, ph_off: np.ndarray,
+              ph_start: np.ndarray, ph_w: np.ndarray, juser: np.ndarray,
+              gpred: np.ndarray, entry: np.ndarray, kint: np.ndarray, kflt: np.ndarray,
+              started: np.ndarray, code: int, kept: np.ndarray, n_kept: int,
+              listed: np.ndarray, rank: np.ndarray, key: np.ndarray, order: np.ndarray,
+              marked: np.ndarray, marked_at: np.ndarray) -> tuple:
+    """The main simulator's pass (:class:`olsctl.policies.power.knapsack.WindowKnapsack`)
+    in one call: the running jobs' power (``running_power``, unless ``metered``: a power
+    limit has put it in ``run_w``), the waiting jobs (``waiting``, arrival order) put in
+    order ``code``, then :func:`knapsack_pass`.
+
+    In WFP order the order is made from the last pass's, ``kept[:n_kept]``
+    (``kept_order``), in ``kept`` itself, and the jobs the pass starts leave it; other
+    orders are made afresh in ``order`` and leave ``kept`` as it is. The jobs whose
+    window entry the pass may have marked (the first window + started of the order)
+    are listed in ``marked`` with their entries in ``marked_at``; the started jobs'
+    ``start`` is NaN again (the scratch of the next pass). Returns (jobs started, jobs
+    marked, the kept order's length)."""
+    if not metered:
+        for i in range(n_run):
+            j = np.int64(running[i, 1])
+            x = (now - began[j]) / runtime[j] if runtime[j] > 0 else 0.0
+            run_w[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])[0]
+    if code == WFP:
+        kept_order(code, now, kept[:n_kept], waiting, listed, rank, key, procs, est,
+                   submit, kept)
+        ordered = kept
+    else:
+        order_into(code, now, waiting, procs, est, submit, order)
+        ordered = order
+    ns = knapsack_pass(now, active, busy, ordered, nq, procs, est, submit, start, running,
+                       n_run, run_w, juser, gpred, entry, kint, kflt, started, nq, code,
+                       ordered)[0]
+    nm = min(kint[K_WINDOW] + ns, nq)
+    for i in range(nm):
+        j = ordered[i]
+        marked[i] = j
+        marked_at[i] = entry[j]
+    if code == WFP:
+        n_kept = nq
+        if ns:
+            n_kept = 0
+            for i in range(nq):
+                j = kept[i]
+                if np.isnan(start[j]):
+                    kept[n_kept] = j
+                    n_kept += 1
+            for i in range(ns):
+                listed[started[i]] = False
+    for i in range(ns):
+        start[started[i]] = np.nan
+    return ns, nm, n_kept
 
 
 @kernel(inline=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from olsctl.policies.core.jit import compiled
-from olsctl.policies.core.order import ORDER_CODES, WFP
+from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
 from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
@@ -84,12 +84,8 @@ class WindowKnapsack(_PowerPolicy):
         flat[:2 * nr] = np.fromiter(chain.from_iterable(running), float, 2 * nr)
         rows = flat.reshape(nr + nq, 2)
         run_w = a.run_w
-        k = compiled()
-        if state.limit is None:
-            jobs = rows[:nr, 1].astype(np.int64)
-            k.running_power(state.now_s, jobs, a.began, a.runtime, a.ph_off, a.ph_start,
-                            a.ph_w, run_w)
-        else:
+        metered = state.limit is not None
+        if metered:  # what each job draws as the limit holds it
             for _, j in running:
                 run_w[j] = p.job_power_now(state, j)
         kint = a.kint
@@ -98,24 +94,17 @@ class WindowKnapsack(_PowerPolicy):
         kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
         kflt = a.kflt
         kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = p.idle_w, p.sleep_w, p.cap_now(state)
-        code = ORDER_CODES[self.order]
-        waiting = np.fromiter(queue, np.int64, nq)
-        ordered = a.wfp_order(k, state.now_s, waiting) if code == WFP else \
-            k.ordered_queue(code, state.now_s, waiting, a.procs, a.est, a.submit)
-        ns, _ = k.knapsack_pass(state.now_s, state.active_procs, state.busy_procs, ordered,
-                                nq, a.procs, a.est, a.submit, a.start, rows, nr, run_w,
-                                a.juser, a.gpred, a.entry, kint, kflt, a.started, nq,
-                                code, ordered)
+        ns, nm, a.n_kept = compiled().main_pass(
+            state.now_s, state.active_procs, state.busy_procs,
+            np.fromiter(queue, np.int64, nq), nq, a.procs, a.est, a.submit, a.start, rows,
+            nr, run_w, metered, a.began, a.runtime, a.ph_off, a.ph_start, a.ph_w, a.juser,
+            a.gpred, a.entry, kint, kflt, a.started, ORDER_CODES[self.order], a.kept,
+            a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
         # the pass marks window entries among the first window + ns jobs in its order
         window_entry = p.window_entry
-        marked = ordered[:self.window + ns]
-        for j, t in zip(marked.tolist(), a.entry[marked].tolist()):
+        for j, t in zip(a.marked[:nm].tolist(), a.marked_at[:nm].tolist()):
             window_entry[j] = t
-        if code == WFP:
-            a.wfp_started(ordered, a.started[:ns])
-        started = a.started[:ns].tolist()
-        a.start[started] = np.nan  # (the scratch of the next pass: waiting jobs NaN)
-        for j in started:
+        for j in a.started[:ns].tolist():
             state.start(j)
         p.forced_starts += int(kint[K_FORCED])
 
@@ -169,32 +158,18 @@ class _PassArrays:
                                   dtype=float) if self.fixed else np.zeros(n)
         #: the state's ends (``state.end_order``) read so far
         self.n_ends = len(state.end_order)
-        #: in WFP order: the waiting jobs in the last pass's order (None: none kept),
+        #: in WFP order: the waiting jobs in the last pass's order (``kept[:n_kept]``),
         #: whether each job is among them, each waiting job's rank in the queue and room
-        #: for its key
-        self.order: "np.ndarray | None" = None
+        #: for its key; in another order, room for it
+        self.kept = np.empty(n, dtype=np.int64)
+        self.n_kept = 0
         self.listed = np.zeros(n, dtype=np.bool_)
         self.rank = np.zeros(n, dtype=np.int64)
         self.key = np.zeros(n)
-
-    def wfp_order(self, k, now_s: float, waiting: np.ndarray) -> np.ndarray:
-        """The waiting jobs (``waiting``, in arrival order) in WFP order at ``now_s``, as
-        :func:`olsctl.policies.core.order.ordered_queue` gives it, put in order from the
-        last pass's order with the jobs come since behind (``kept_order`` of the
-        compiled kernels ``k``); kept for the next pass."""
-        last = waiting[:0] if self.order is None else self.order
-        order = np.empty(waiting.size, dtype=np.int64)
-        k.kept_order(WFP, now_s, last, waiting, self.listed, self.rank, self.key,
-                     self.procs, self.est, self.submit, order)
-        self.order = order
-        return order
-
-    def wfp_started(self, order: np.ndarray, started: np.ndarray) -> None:
-        """The jobs ``started`` by a pass over ``order`` (their ``start`` set) leave the
-        kept order."""
-        if started.size:
-            self.order = order[np.isnan(self.start[order])]
-            self.listed[started] = False
+        self.order = np.empty(n, dtype=np.int64)
+        #: the jobs whose window entries a pass may have marked, and those entries
+        self.marked = np.empty(n, dtype=np.int64)
+        self.marked_at = np.empty(n)
 
     def update(self, state: "SimState", predictor, stat: str) -> None:
         """The starts since the last pass, and the predictions as they are now: the users
