@@ -162,10 +162,12 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
               running: np.ndarray, n_run: int, run_w: np.ndarray, metered: bool,
               began: np.ndarray, runtime: np.ndarray, ph_off: np.ndarray,
               ph_start: np.ndarray, ph_w: np.ndarray, juser: np.ndarray,
-              gpred: np.ndarray, entry: np.ndarray, kint: np.ndarray, kflt: np.ndarray,
-              started: np.ndarray, code: int, kept: np.ndarray, n_kept: int,
-              listed: np.ndarray, rank: np.ndarray, key: np.ndarray, order: np.ndarray,
-              marked: np.ndarray, marked_at: np.ndarray) -> tuple:
+              gpred: np.ndarray, entry: np.ndarray, seen: np.ndarray, kint: np.ndarray,
+              kflt: np.ndarray, window: int, force: int, predicted: bool, total: int,
+              idle_w: float, sleep_w: float, cap_w: float, started: np.ndarray, code: int,
+              kept: np.ndarray, n_kept: int, listed: np.ndarray, rank: np.ndarray,
+              key: np.ndarray, order: np.ndarray, marked: np.ndarray,
+              marked_at: np.ndarray) -> tuple:
     """The main simulator's pass (:class:`olsctl.policies.power.knapsack.WindowKnapsack`)
     in one call: the running jobs' power (``running_power``, unless ``metered``: a power
     limit has put it in ``run_w``), the waiting jobs (``waiting``, arrival order) put in
@@ -173,11 +175,17 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
 
     In WFP order the order is made from the last pass's, ``kept[:n_kept]``
     (``kept_order``), in ``kept`` itself, and the jobs the pass starts leave it; other
-    orders are made afresh in ``order`` and leave ``kept`` as it is. The jobs whose
-    window entry the pass may have marked (the first window + started of the order)
-    are listed in ``marked`` with their entries in ``marked_at``; the started jobs'
-    ``start`` is NaN again (the scratch of the next pass). Returns (jobs started, jobs
-    marked, the kept order's length)."""
+    orders are made afresh in ``order`` and leave ``kept`` as it is. ``kint`` and
+    ``kflt`` are set from the pass's settings (``window`` ... ``cap_w``). The jobs whose
+    window entry the pass changed (among the first window + started of the order) are
+    listed in ``marked`` with their entries in ``marked_at``; ``seen`` holds each job's
+    entry as the caller has it (before the pass: ``entry``) and is kept so. The started
+    jobs' ``start`` is NaN again (the scratch of the next pass). Returns (jobs started,
+    entries changed, the kept order's length)."""
+    kint[:] = 0
+    kint[K_WINDOW], kint[K_FORCE], kint[K_TOTAL] = window, force, total
+    kint[K_PREDICTED] = predicted
+    kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = idle_w, sleep_w, cap_w
     if not metered:
         for i in range(n_run):
             j = np.int64(running[i, 1])
@@ -193,11 +201,15 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
     ns = knapsack_pass(now, active, busy, ordered, nq, procs, est, submit, start, running,
                        n_run, run_w, juser, gpred, entry, kint, kflt, started, nq, code,
                        ordered)[0]
-    nm = min(kint[K_WINDOW] + ns, nq)
-    for i in range(nm):
+    nm = 0
+    for i in range(min(window + ns, nq)):
         j = ordered[i]
-        marked[i] = j
-        marked_at[i] = entry[j]
+        t = entry[j]
+        if t != seen[j] and not (np.isnan(t) and np.isnan(seen[j])):
+            seen[j] = t
+            marked[nm] = j
+            marked_at[nm] = t
+            nm += 1
     if code == WFP:
         n_kept = nq
         if ns:

@@ -14,9 +14,8 @@ from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
-from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
-                                           K_FORCED, K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT,
-                                           N_KINT, flat_phases)
+from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCED, N_KFLT, N_KINT,
+                                           flat_phases)
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
@@ -88,25 +87,21 @@ class WindowKnapsack(_PowerPolicy):
         if metered:  # what each job draws as the limit holds it
             for _, j in running:
                 run_w[j] = p.job_power_now(state, j)
-        kint = a.kint
-        kint[:] = 0
-        kint[K_WINDOW], kint[K_FORCE] = self.window, FORCE_CODES[self.force]
-        kint[K_PREDICTED], kint[K_TOTAL] = self.headroom == "predicted", state.total_procs
-        kflt = a.kflt
-        kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = p.idle_w, p.sleep_w, p.cap_now(state)
         ns, nm, a.n_kept = compiled().main_pass(
             state.now_s, state.active_procs, state.busy_procs,
             np.fromiter(queue, np.int64, nq), nq, a.procs, a.est, a.submit, a.start, rows,
             nr, run_w, metered, a.began, a.runtime, a.ph_off, a.ph_start, a.ph_w, a.juser,
-            a.gpred, a.entry, kint, kflt, a.started, ORDER_CODES[self.order], a.kept,
-            a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
-        # the pass marks window entries among the first window + ns jobs in its order
+            a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
+            self.headroom == "predicted", state.total_procs, p.idle_w, p.sleep_w,
+            p.cap_now(state), a.started, ORDER_CODES[self.order], a.kept, a.n_kept,
+            a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
+        # the window entries the pass marked (among the first window + ns in its order)
         window_entry = p.window_entry
         for j, t in zip(a.marked[:nm].tolist(), a.marked_at[:nm].tolist()):
             window_entry[j] = t
         for j in a.started[:ns].tolist():
             state.start(j)
-        p.forced_starts += int(kint[K_FORCED])
+        p.forced_starts += int(a.kint[K_FORCED])
 
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
@@ -139,6 +134,7 @@ class _PassArrays:
         self.kflt = np.zeros(N_KFLT)
         self.started = np.empty(n, dtype=np.int64)
         self.entry = np.array(p.window_entry, dtype=float)
+        self.seen = self.entry.copy()  # (the entries as the power state has them)
         self.ph_off, self.ph_start, self.ph_w = flat_phases(p, n)
         self.by_user = isinstance(predictor, History)
         self.fixed = isinstance(predictor, (Oracle, Naive))
