@@ -10,11 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from numba import config as numba_config
 
 from conftest import same_trials
 from olsctl.config import build_config
 from olsctl.controller import batches
 from olsctl.controller.trials import Candidate
+from olsctl.policies.core.jit import compile_kernels, compiled
 from olsctl.runner import execute
 
 #: settings that change what the pass reads or does, each with another predictor
@@ -142,3 +144,23 @@ def test_the_power_state_holds_every_window_mark_the_pass_makes(force, tmp_path,
         "power": {"cap": {"fraction": 0.35}}}))
     assert seen["passes"] > 20 and seen["marks"] > 10, seen
     assert (seen["held"] > 0) == (force != "now"), seen
+
+
+@pytest.mark.skipif(numba_config.DISABLE_JIT, reason="nothing compiles without the JIT")
+@pytest.mark.parametrize("order, limit", [("fcfs", "none"), ("wfp", "throttle")])
+def test_the_warm_up_compiles_the_main_pass_a_run_calls(tmp_path, order, limit):
+    """The knapsack's warm-up (run before workers start, under the compile lock) readies
+    the main simulator's pass with the very argument types a run gives it: a capped run
+    afterwards adds no compiled version of it (one would compile in every worker)."""
+    import olsctl.policies.power.forward  # noqa: F401  (the knapsack's warm-up)
+
+    k = compiled()
+    compile_kernels(say=lambda _line: None)
+    before = list(k.main_pass.signatures)
+    assert len(before) == 1
+    config = build_config({
+        "trace": "KTH-SP2", "out": str(tmp_path / "run"),
+        "policy": {"name": "knapsack", "window": 20, "order": order, "force": "reserve"},
+        "power": {"cap": {"fraction": 0.5}, "limit": limit}})
+    execute(config)
+    assert list(k.main_pass.signatures) == before

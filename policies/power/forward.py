@@ -214,3 +214,16 @@ def knapsack_warm_up(k) -> None:
                        np.arange(n + 1, dtype=np.int64), np.zeros(n), np.full(n, 150.0),
                        np.zeros(n), np.full(n, np.nan), kint, kflt,
                        np.array([1, 2], dtype=np.int64), 1.0)
+    # the main simulator's pass (policies/power/knapsack.py), with its arguments' types
+    n_run = 1
+    rows = np.zeros((n + n_run, 2))
+    rows[0] = (10.0, 0.0)
+    for metered in (False, True):
+        k.main_pass(0.0, 4, 2, np.array([1, 2], dtype=np.int64), 2, procs, est, est,
+                    np.full(n, np.nan), rows, n_run, np.full(n, 150.0), metered, start,
+                    est, np.arange(n + 1, dtype=np.int64), np.zeros(n), np.full(n, 150.0),
+                    users, np.full(1, 200.0), np.full(n, np.nan), np.full(n, np.nan), kint,
+                    kflt, 2, FORCE_RESERVE, True, 4, 50.0, 5.0, 800.0,
+                    np.zeros(n, dtype=np.int64), WFP, np.zeros(n, dtype=np.int64), 0,
+                    np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int64), np.zeros(n),
+                    np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n))

@@ -92,8 +92,8 @@ class WindowKnapsack(_PowerPolicy):
             np.fromiter(queue, np.int64, nq), nq, a.procs, a.est, a.submit, a.start, rows,
             nr, run_w, metered, a.began, a.runtime, a.ph_off, a.ph_start, a.ph_w, a.juser,
             a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
-            self.headroom == "predicted", state.total_procs, p.idle_w, p.sleep_w,
-            p.cap_now(state), a.started, ORDER_CODES[self.order], a.kept, a.n_kept,
+            self.headroom == "predicted", state.total_procs, float(p.idle_w),
+            float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order], a.kept, a.n_kept,
             a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
         # the window entries the pass marked (among the first window + ns in its order)
         window_entry = p.window_entry
