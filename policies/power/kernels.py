@@ -85,15 +85,16 @@ def phase_power(x: float, ph_start: np.ndarray, ph_w: np.ndarray, a: int, b: int
 
 
 @kernel
-def running_power(now: float, jobs: np.ndarray, began: np.ndarray, runtime: np.ndarray,
-                  ph_off: np.ndarray, ph_start: np.ndarray, ph_w: np.ndarray,
-                  run_w: np.ndarray) -> None:
-    """Each running job ``j`` of ``jobs``' power per processor at ``now`` in ``run_w``
-    (by job), from its phases (``ph_off[j]:ph_off[j + 1]`` of ``ph_start``, ``ph_w``),
-    ``began[j]`` and ``runtime[j]`` being its start and runtime
+def running_power(now: float, running: np.ndarray, n_run: int, began: np.ndarray,
+                  runtime: np.ndarray, ph_off: np.ndarray, ph_start: np.ndarray,
+                  ph_w: np.ndarray, run_w: np.ndarray) -> None:
+    """Each running job ``j`` of the rows ``running[:n_run]`` ((expected end, job))
+    its power per processor at ``now`` in ``run_w`` (by job), from its phases
+    (``ph_off[j]:ph_off[j + 1]`` of ``ph_start``, ``ph_w``), ``began[j]`` and
+    ``runtime[j]`` being its start and runtime
     (:meth:`olsctl.power.runtime.PowerState.job_power_now` without a power limit)."""
-    for i in range(len(jobs)):
-        j = jobs[i]
+    for i in range(n_run):
+        j = np.int64(running[i, 1])
         x = (now - began[j]) / runtime[j] if runtime[j] > 0 else 0.0
         run_w[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])[0]
 
@@ -187,10 +188,7 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
     kint[K_PREDICTED] = predicted
     kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = idle_w, sleep_w, cap_w
     if not metered:
-        for i in range(n_run):
-            j = np.int64(running[i, 1])
-            x = (now - began[j]) / runtime[j] if runtime[j] > 0 else 0.0
-            run_w[j] = phase_power(x, ph_start, ph_w, ph_off[j], ph_off[j + 1])[0]
+        running_power(now, running, n_run, began, runtime, ph_off, ph_start, ph_w, run_w)
     if code == WFP:
         kept_order(code, now, kept[:n_kept], waiting, listed, rank, key, procs, est,
                    submit, kept)
