@@ -170,19 +170,14 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
               key: np.ndarray, order: np.ndarray, marked: np.ndarray,
               marked_at: np.ndarray) -> tuple:
     """The main simulator's pass (:class:`olsctl.policies.power.knapsack.WindowKnapsack`)
-    in one call: the running jobs' power (``running_power``, unless ``metered``: a power
-    limit has put it in ``run_w``), the waiting jobs (``waiting``, arrival order) put in
-    order ``code``, then :func:`knapsack_pass`.
-
-    In WFP order the order is made from the last pass's, ``kept[:n_kept]``
-    (``kept_order``), in ``kept`` itself, and the jobs the pass starts leave it; other
-    orders are made afresh in ``order`` and leave ``kept`` as it is. ``kint`` and
-    ``kflt`` are set from the pass's settings (``window`` ... ``cap_w``). The jobs whose
-    window entry the pass changed (among the first window + started of the order) are
-    listed in ``marked`` with their entries in ``marked_at``; ``seen`` holds each job's
-    entry as the caller has it (before the pass: ``entry``) and is kept so. The started
-    jobs' ``start`` is NaN again (the scratch of the next pass). Returns (jobs started,
-    entries changed, the kept order's length)."""
+    in one call, its settings (``window`` ... ``cap_w``) put in ``kint`` and ``kflt``:
+    the running jobs' power (unless ``metered``: a power limit put it in ``run_w``), the
+    waiting jobs (``waiting``, arrival order) in order ``code`` (WFP: in ``kept`` from
+    the last pass's ``kept[:n_kept]``, the jobs started leaving it after; others: in
+    ``order``), then :func:`knapsack_pass`. The window entries it changed go to
+    ``marked`` and ``marked_at`` (``seen``: each job's entry as the caller has it, kept
+    so); the started jobs' ``start`` is NaN again. Returns (jobs started, entries
+    changed, the kept order's length)."""
     kint[:] = 0
     kint[K_WINDOW], kint[K_FORCE], kint[K_TOTAL] = window, force, total
     kint[K_PREDICTED] = predicted
@@ -202,23 +197,18 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
     nm = 0
     for i in range(min(window + ns, nq)):
         j = ordered[i]
-        t = entry[j]
-        if t != seen[j] and not (np.isnan(t) and np.isnan(seen[j])):
-            seen[j] = t
+        if entry[j] != seen[j] and not (np.isnan(entry[j]) and np.isnan(seen[j])):
+            seen[j] = marked_at[nm] = entry[j]
             marked[nm] = j
-            marked_at[nm] = t
             nm += 1
     if code == WFP:
-        n_kept = nq
-        if ns:
-            n_kept = 0
-            for i in range(nq):
-                j = kept[i]
-                if np.isnan(start[j]):
-                    kept[n_kept] = j
-                    n_kept += 1
-            for i in range(ns):
-                listed[started[i]] = False
+        n_kept = nq if ns == 0 else 0
+        for i in range(nq if ns else 0):
+            if np.isnan(start[kept[i]]):
+                kept[n_kept] = kept[i]
+                n_kept += 1
+        for i in range(ns):
+            listed[started[i]] = False
     for i in range(ns):
         start[started[i]] = np.nan
     return ns, nm, n_kept
