@@ -93,8 +93,8 @@ class WindowKnapsack(_PowerPolicy):
             nr, run_w, metered, a.began, a.runtime, a.ph_off, a.ph_start, a.ph_w, a.juser,
             a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
             self.headroom == "predicted", state.total_procs, float(p.idle_w),
-            float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order], a.kept, a.n_kept,
-            a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
+            float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order],
+            a.kept, a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
         # the window entries the pass marked (among the first window + ns in its order)
         window_entry = p.window_entry
         for j, t in zip(a.marked[:nm].tolist(), a.marked_at[:nm].tolist()):
