@@ -316,3 +316,24 @@ def test_history_prediction_follows_each_finish_and_snapshots_keep_theirs():
     snap.power.on_finish(SimpleNamespace(runtime_s=[100.0] * 4, start_s=[0.0] * 4), 3)
     assert pred.predict(snap, 0, "mean") == pytest.approx((70.0 + 0.5 * 10.0) / 1.5)
     assert pred.predict(state, 0, "mean") == pytest.approx((50.0 + 0.5 * 30.0) / 1.5)
+
+
+@pytest.mark.parametrize("order", ["fcfs", "wfp"])
+def test_knapsack_pass_reads_the_queue_again_when_it_lost_a_job_another_way(order):
+    """The main simulator's knapsack pass keeps the queue between passes as an array
+    (jobs join its end, and leave it by the pass's starts). Worked by hand on a machine
+    of 4 (no cap that binds): J0 takes it all; J1 and J2 (2 each) wait. J1 then leaves
+    the queue without starting, J0 ends and J3 (2) arrives: the next pass starts J2 and
+    J3, never J1."""
+    state = _waiting_state([4, 2, 2, 2], [10.0] * 4, 4, 1e9)
+    state.queue.remove(3)  # (J3 arrives later)
+    policy = make_policy({"name": "knapsack", "window": 20, "order": order,
+                          "predictor": "oracle"})
+    state.run_pass(policy)
+    assert state.started == [0] and state.queue == [1, 2]
+    state.queue.remove(1)
+    state.now_s = 100.0
+    state.finish(0)
+    state.arrive(3)
+    state.run_pass(policy)
+    assert sorted(state.started) == [2, 3] and state.queue == []

@@ -172,24 +172,26 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
     """The main simulator's pass (:class:`olsctl.policies.power.knapsack.WindowKnapsack`)
     in one call, its settings (``window`` ... ``cap_w``) put in ``kint`` and ``kflt``:
     the running jobs' power (unless ``metered``: a power limit put it in ``run_w``), the
-    waiting jobs (``waiting``, arrival order) in order ``code`` (WFP: in ``kept`` from
-    the last pass's ``kept[:n_kept]``, the jobs started leaving it after; others: in
-    ``order``), then :func:`knapsack_pass`. The window entries it changed go to
+    waiting jobs (``waiting[:nq]``, arrival order) in order ``code`` (WFP: in ``kept``
+    from the last pass's ``kept[:n_kept]``, the jobs started leaving it after; others:
+    in ``order``), then :func:`knapsack_pass`. The window entries it changed go to
     ``marked`` and ``marked_at`` (``seen``: each job's entry as the caller has it, kept
-    so); the started jobs' ``start`` is NaN again. Returns (jobs started, entries
-    changed, the kept order's length)."""
+    so); the started jobs leave ``waiting`` (the rest keep their order) and their
+    ``start`` is NaN again. Returns (jobs started, entries changed, the kept order's
+    length, the jobs left waiting)."""
     kint[:] = 0
     kint[K_WINDOW], kint[K_FORCE], kint[K_TOTAL] = window, force, total
     kint[K_PREDICTED] = predicted
     kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = idle_w, sleep_w, cap_w
     if not metered:
         running_power(now, running, n_run, began, runtime, ph_off, ph_start, ph_w, run_w)
+    queue = waiting[:nq]
     if code == WFP:
-        kept_order(code, now, kept[:n_kept], waiting, listed, rank, key, procs, est,
+        kept_order(code, now, kept[:n_kept], queue, listed, rank, key, procs, est,
                    submit, kept)
         ordered = kept
     else:
-        order_into(code, now, waiting, procs, est, submit, order)
+        order_into(code, now, queue, procs, est, submit, order)
         ordered = order
     ns = knapsack_pass(now, active, busy, ordered, nq, procs, est, submit, start, running,
                        n_run, run_w, juser, gpred, entry, kint, kflt, started, nq, code,
@@ -209,9 +211,14 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
                 n_kept += 1
         for i in range(ns):
             listed[started[i]] = False
+    left = nq if ns == 0 else 0
+    for i in range(nq if ns else 0):
+        if np.isnan(start[waiting[i]]):
+            waiting[left] = waiting[i]
+            left += 1
     for i in range(ns):
         start[started[i]] = np.nan
-    return ns, nm, n_kept
+    return ns, nm, n_kept, left
 
 
 @kernel(inline=True)

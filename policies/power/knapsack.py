@@ -79,6 +79,11 @@ class WindowKnapsack(_PowerPolicy):
             a = state.cache[key] = _PassArrays(state, self._predictor, self.stat)
         a.update(state, self._predictor, self.stat)
         nr, nq = len(running), len(queue)
+        waiting, m = a.waiting, a.n_waiting
+        if m and (nq < m or queue[m - 1] != a.last_waiting):
+            m = 0  # (the queue lost a job another way since: read again whole)
+        if nq > m:  # the jobs come since the last pass
+            waiting[m:nq] = queue[m:] if m else queue
         flat = np.empty(2 * (nr + nq))  # (room for the jobs the pass starts)
         flat[:2 * nr] = np.fromiter(chain.from_iterable(running), float, 2 * nr)
         rows = flat.reshape(nr + nq, 2)
@@ -87,14 +92,15 @@ class WindowKnapsack(_PowerPolicy):
         if metered:  # what each job draws as the limit holds it
             for _, j in running:
                 run_w[j] = p.job_power_now(state, j)
-        ns, nm, a.n_kept = compiled().main_pass(
-            state.now_s, state.active_procs, state.busy_procs,
-            np.fromiter(queue, np.int64, nq), nq, a.procs, a.est, a.submit, a.start, rows,
-            nr, run_w, metered, a.began, a.runtime, a.ph_off, a.ph_start, a.ph_w, a.juser,
-            a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
+        ns, nm, a.n_kept, m = compiled().main_pass(
+            state.now_s, state.active_procs, state.busy_procs, waiting, nq, a.procs, a.est,
+            a.submit, a.start, rows, nr, run_w, metered, a.began, a.runtime, a.ph_off,
+            a.ph_start, a.ph_w, a.juser, a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
             self.headroom == "predicted", state.total_procs, float(p.idle_w),
             float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order],
             a.kept, a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
+        a.n_waiting = m
+        a.last_waiting = int(waiting[m - 1]) if m else -1
         # the window entries the pass marked (among the first window + ns in its order)
         window_entry = p.window_entry
         for j, t in zip(a.marked[:nm].tolist(), a.marked_at[:nm].tolist()):
@@ -163,6 +169,11 @@ class _PassArrays:
         self.rank = np.zeros(n, dtype=np.int64)
         self.key = np.zeros(n)
         self.order = np.empty(n, dtype=np.int64)
+        #: the queue as the last pass left it (``waiting[:n_waiting]``: jobs join its
+        #: end and leave it only by the pass's starts) and its last job
+        self.waiting = np.empty(n, dtype=np.int64)
+        self.n_waiting = 0
+        self.last_waiting = -1
         #: the jobs whose window entries a pass may have marked, and those entries
         self.marked = np.empty(n, dtype=np.int64)
         self.marked_at = np.empty(n)
