@@ -18,8 +18,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from olsctl.power.cap import CapSchedule
 
@@ -28,6 +31,18 @@ if TYPE_CHECKING:
 
 #: finished jobs remembered per user for history-based prediction
 HISTORY_LEN = 64
+
+
+def flat_phases(p: "PowerState", n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The phases of the first ``n`` jobs of the power state ``p`` as the compiled
+    kernels read them: (offsets, starts, levels), job ``j``'s phases at
+    ``offsets[j]:offsets[j + 1]``."""
+    sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=off[1:])
+    total = int(off[-1])
+    return (off, np.fromiter(chain.from_iterable(p.phase_start), float, total),
+            np.fromiter(chain.from_iterable(p.phase_w), float, total))
 
 
 def n_readings(runtime_s: float, sample_s: float) -> int:

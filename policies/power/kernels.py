@@ -12,8 +12,6 @@ hold the pass's settings and counters (the ``K_`` and ``F_`` indexes below).
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from olsctl.policies.core.backfill import insert_running
@@ -37,17 +35,6 @@ N_KINT = 7
 F_IDLE, F_SLEEP, F_CAP = range(3)
 
 N_KFLT = 3
-
-
-def flat_phases(p, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The phases of the first ``n`` jobs of the power state ``p`` as the kernels read
-    them: (offsets, starts, levels), job ``j``'s phases at ``offsets[j]:offsets[j + 1]``."""
-    sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
-    off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=off[1:])
-    total = int(off[-1])
-    return (off, np.fromiter(chain.from_iterable(p.phase_start), float, total),
-            np.fromiter(chain.from_iterable(p.phase_w), float, total))
 
 
 @kernel
@@ -203,22 +190,26 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
             seen[j] = marked_at[nm] = entry[j]
             marked[nm] = j
             nm += 1
+    left = unstarted(waiting, nq, start) if ns else nq
     if code == WFP:
-        n_kept = nq if ns == 0 else 0
-        for i in range(nq if ns else 0):
-            if np.isnan(start[kept[i]]):
-                kept[n_kept] = kept[i]
-                n_kept += 1
+        n_kept = unstarted(kept, nq, start) if ns else nq
         for i in range(ns):
             listed[started[i]] = False
-    left = nq if ns == 0 else 0
-    for i in range(nq if ns else 0):
-        if np.isnan(start[waiting[i]]):
-            waiting[left] = waiting[i]
-            left += 1
     for i in range(ns):
         start[started[i]] = np.nan
     return ns, nm, n_kept, left
+
+
+@kernel(inline=True)
+def unstarted(jobs: np.ndarray, n: int, start: np.ndarray) -> int:
+    """Keeps in ``jobs`` (in order) those of ``jobs[:n]`` whose ``start`` is NaN;
+    returns how many."""
+    m = 0
+    for i in range(n):
+        if np.isnan(start[jobs[i]]):
+            jobs[m] = jobs[i]
+            m += 1
+    return m
 
 
 @kernel(inline=True)

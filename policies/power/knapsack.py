@@ -14,8 +14,8 @@ from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
-from olsctl.policies.power.kernels import (FORCE_CODES, K_FORCED, N_KFLT, N_KINT,
-                                           flat_phases)
+from olsctl.power.runtime import flat_phases
+from olsctl.policies.power.kernels import FORCE_CODES, K_FORCED, N_KFLT, N_KINT
 
 if TYPE_CHECKING:
     from olsctl.state import SimState

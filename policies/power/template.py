@@ -23,9 +23,9 @@ from olsctl.policies.core.run import LoopRun, copied_for, loop_arrays
 from olsctl.policies.power import forward  # noqa: F401  (the loop, called compiled)
 from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
                                            K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT, N_KINT,
-                                           flat_phases, recent_mean)
+                                           recent_mean)
 from olsctl.power.predict import STATS, History, Naive, Oracle
-from olsctl.power.runtime import HISTORY_LEN
+from olsctl.power.runtime import HISTORY_LEN, flat_phases
 
 INF = math.inf
 
