@@ -10,6 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import config as numba_config
 
 from conftest import same_trials
@@ -164,3 +166,58 @@ def test_the_warm_up_compiles_the_main_pass_a_run_calls(tmp_path, order, limit):
         "power": {"cap": {"fraction": 0.5}, "limit": limit}})
     execute(config)
     assert list(k.main_pass.signatures) == before
+
+
+def _textbook_choice(cand, free, room, procs, rise):
+    """The knapsack's dynamic program as textbooks write it (every size, every job): the
+    jobs of ``cand`` that fit ``free``, the least power for each processor count, the
+    largest count within ``room``, then back through the jobs that improved it."""
+    items = [j for j in cand if procs[j] <= free]
+    if not items:
+        return []
+    top = min(sum(procs[j] for j in items), free)
+    best = [0.0] + [float("inf")] * top
+    took = [[False] * (top + 1) for _ in items]
+    for i, j in enumerate(items):
+        for s in range(top, procs[j] - 1, -1):
+            c = best[s - procs[j]] + rise[j]
+            if c < best[s]:
+                best[s], took[i][s] = c, True
+    size = max(s for s in range(top + 1) if best[s] <= room)
+    picked = []
+    for i in range(len(items) - 1, -1, -1):
+        if size and took[i][size]:
+            picked.append(items[i])
+            size -= procs[items[i]]
+    return picked[::-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_knapsack_choice_is_the_textbook_programs(data):
+    """``knapsack_choose`` (which skips sizes and jobs that cannot lead to its answer)
+    picks exactly the jobs the plain dynamic program picks, on windows of up to 12 jobs
+    whose power rises are mostly positive, some negative; and the pick fits, with the
+    most processors any subset that fits has (all subsets tried)."""
+    from itertools import combinations
+
+    k = compiled()
+    n = data.draw(st.integers(1, 12))
+    procs = np.array(data.draw(st.lists(st.integers(1, 16), min_size=n, max_size=n)),
+                     dtype=np.int64)
+    low = data.draw(st.sampled_from([0.0, -40.0]))  # below idle power: the rise is < 0
+    pred = np.array(data.draw(st.lists(st.floats(low, 200.0, allow_nan=False),
+                                       min_size=n, max_size=n)))
+    free = data.draw(st.integers(1, 40))
+    room = data.draw(st.floats(0.0, 4000.0))
+    rise = procs * pred  # (idle power 0 and each job its own group)
+    cand = np.arange(n, dtype=np.int64)
+    m = k.knapsack_choose(cand, n, free, room, procs, np.arange(n, dtype=np.int64), pred,
+                          0.0)
+    got = cand[:m].tolist()
+    assert got == _textbook_choice(list(range(n)), free, room, procs, rise)
+    assert sum(procs[got]) <= free and sum(rise[j] for j in got) <= room  # (in job order,
+    # as the program adds them)
+    most = max((sum(procs[list(c)]) for r in range(n + 1) for c in combinations(range(n), r)
+                if sum(procs[list(c)]) <= free and sum(rise[j] for j in c) <= room), default=0)
+    assert sum(procs[got]) == most

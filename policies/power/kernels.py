@@ -17,6 +17,7 @@ import numpy as np
 from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
 from olsctl.policies.core.order import WFP, order_into, rank_queue
+from olsctl.policies.power.choose import knapsack_choose
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
@@ -432,64 +433,3 @@ def fits_at(held: int, rise: float, room: float, free: int, procs: np.ndarray,
         if free >= procs[held] and room >= rise:
             return running[k, 0]
     return running[n_run - 1, 0]
-
-
-@kernel
-def knapsack_choose(cand: np.ndarray, nc: int, free: int, room: float, procs: np.ndarray,
-                    juser: np.ndarray, gpred: np.ndarray, idle_w: float) -> int:
-    """Of the jobs ``cand[:nc]``, those with the most processors whose predicted increases
-    sum to at most ``room`` (and processors to at most ``free``), solved exactly by
-    dynamic programming over processor counts; ties keep earlier jobs. They are left in
-    ``cand`` (in their order); returns how many."""
-    m = 0
-    for i in range(nc):  # the items: the jobs with the processors
-        j = cand[i]
-        if procs[j] <= free:
-            cand[m] = j
-            m += 1
-    if m == 0:
-        return 0
-    rise = np.empty(m)
-    over = True
-    n_sum = 0
-    w_sum = 0.0
-    for i in range(m):
-        j = cand[i]
-        rise[i] = procs[j] * (gpred[juser[j]] - idle_w)
-        if not (0 <= rise[i] > room):
-            over = False
-        n_sum += procs[j]
-        w_sum += rise[i]
-    if over:
-        return 0  # every job alone is over the headroom: only the empty set fits
-    if n_sum <= free and w_sum <= room:
-        return m  # all of them fit: the most processors
-    top = n_sum if n_sum < free else free  # (no more processors can be taken)
-    best = np.full(top + 1, np.inf)
-    best[0] = 0.0
-    took = np.zeros((m, top + 1), dtype=np.bool_)
-    for i in range(m):
-        n = procs[cand[i]]
-        w = rise[i]
-        for s in range(top, n - 1, -1):
-            c = best[s - n] + w
-            if c < best[s]:
-                best[s] = c
-                took[i, s] = True
-    size = 0
-    for s in range(top, -1, -1):
-        if best[s] <= room:
-            size = s
-            break
-    k = 0
-    picked = np.empty(m, dtype=np.int64)
-    for i in range(m - 1, -1, -1):
-        if size == 0:
-            break
-        if took[i, size]:
-            picked[k] = cand[i]
-            k += 1
-            size -= procs[cand[i]]
-    for i in range(k):
-        cand[i] = picked[k - 1 - i]
-    return k
