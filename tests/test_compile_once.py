@@ -231,3 +231,79 @@ def test_a_run_readies_its_what_if_kernels_first(tmp_path, monkeypatch, n_jobs, 
         raw["controller"] = {"interval_s": 3600, "n_jobs": n_jobs}
     runner.execute(build_config(raw), say=jit.silent)
     assert asked == ([["easy"]] if controller else [])
+
+
+#: two kernel modules of the test's own, one calling the other (numba compiles the
+#: callee into the caller's cached code); the script prints the caller's result, the
+#: fingerprint counting the callee's source only
+STALE_CALLEE = "from olsctl.policies.core.jit import kernel\n\n\n@kernel\n" \
+               "def tiny_base(x):\n    return x * x{extra}\n"
+STALE_CALLER = '''\
+from olsctl.policies.core.jit import kernel
+from tiny_callee import tiny_base  # noqa: F401
+
+
+@kernel
+def tiny_twice(x):
+    return 2 * tiny_base(x)
+'''
+STALE_RUN = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+import tiny_callee, tiny_caller
+from olsctl.policies.core import jit
+jit.kernel_sources = lambda: [tiny_callee.__file__]
+print(jit.compiled().tiny_twice(3))
+'''
+
+
+@jit_only
+def test_an_edited_kernel_is_not_loaded_compiled_into_its_callers(tmp_path):
+    """numba checks only the source of the kernel it loads from its cache; a caller
+    cached before its callee was edited would still run the old callee. olsctl empties
+    the cache when any kernel source changed: the edited callee counts at once."""
+    def run(extra: str) -> str:
+        (tmp_path / "tiny_callee.py").write_text(STALE_CALLEE.format(extra=extra))
+        (tmp_path / "tiny_caller.py").write_text(STALE_CALLER)
+        out = subprocess.run([sys.executable, "-c", STALE_RUN, str(tmp_path)],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env=_tiny_env(tmp_path), timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.split()[-1]
+
+    assert run("") == "18"
+    assert run(" + 1") == "20"
+    assert run("") == "18"
+
+
+def test_stale_compiled_code_is_dropped_once(tmp_path):
+    """:func:`jit.drop_stale`: with no record, or another fingerprint in it, numba's
+    compiled files (.nbi, .nbc) go and the record gets the fingerprint; with the same
+    one nothing goes. Only files of olsctl that hold kernels count (not the CLI)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    record = str(tmp_path / "sources")
+
+    def fill() -> None:
+        for name in ("k.f-1.py311.nbi", "k.f-1.py311.1.nbc", "olsctl-kernels.lock"):
+            (cache / name).write_text("x")
+
+    fill()
+    assert jit.drop_stale([str(cache)], record, "one")
+    assert sorted(p.name for p in cache.iterdir()) == ["olsctl-kernels.lock"]
+    assert Path(record).read_text() == "one"
+    fill()
+    assert not jit.drop_stale([str(cache)], record, "one")
+    assert len(list(cache.iterdir())) == 3
+    assert jit.drop_stale([str(cache), str(cache)], record, "two")
+    assert len(list(cache.iterdir())) == 1
+    sources = [Path(p).relative_to(ROOT).as_posix() for p in jit.kernel_sources()]
+    assert {"policies/power/choose.py", "policies/core/jit.py", "olsctl/feedback.py"} \
+        <= set(sources)
+    assert "olsctl/cli.py" not in sources
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("1")
+    b.write_text("2")
+    before = jit.sources_fingerprint([str(a), str(b)])
+    b.write_text("3")
+    assert jit.sources_fingerprint([str(a), str(b)]) != before

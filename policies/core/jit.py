@@ -19,11 +19,13 @@ compiles its kernels on a tiny case with :func:`warm_up`, which
 Compiling takes a minute or two, so it happens once per machine: :func:`compile_kernels`
 holds a lock (``flock`` on a file in numba's cache folder of ``policies/core``) while it
 compiles and fills the cache, and says so when it compiles; another process that wants
-the kernels meanwhile says it waits, then loads them from the cache.
+the kernels meanwhile says it waits, then loads them from the cache. A change to any
+kernel source empties the cache first (:func:`drop_stale`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
@@ -143,6 +145,7 @@ def compiled() -> types.SimpleNamespace:
         for name in sorted(_KERNELS, key=_STEPS.__contains__):  # (the steps first)
             _compile(name)
         _complete_step_scopes()
+        _drop_stale_cache()
     elif _PENDING:  # kernel modules imported since: their names join the scope
         late = [_KERNELS[name] for name in _PENDING]
         for name, value in _shared_scope(late).items():
@@ -233,6 +236,92 @@ def _skip_blas_probe() -> None:
     finally:
         if sys.modules.get(blas, False) is None:
             del sys.modules[blas]
+
+
+#: the file, beside the compile lock, naming the kernels' sources the cache was filled from
+SOURCES_NAME = "olsctl-kernels.sources"
+
+
+def kernel_sources() -> list[str]:
+    """Every source file of olsctl that holds kernels (or makes them: :func:`specialize`),
+    whether imported yet or not, in path order."""
+    import olsctl
+
+    found = []
+    for top in {os.path.dirname(os.path.abspath(olsctl.__file__)),
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}:
+        for folder, _dirs, files in os.walk(top):
+            for name in files:
+                path = os.path.join(folder, name)
+                if name.endswith(".py"):
+                    with open(path, "rb") as f:
+                        text = f.read()
+                    if b"@kernel" in text or b"specialize(" in text:
+                        found.append(path)
+    return sorted(found)
+
+
+def sources_fingerprint(paths: list[str]) -> str:
+    """A digest of the files ``paths`` (their names and contents)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(path.encode() + b"\0" + f.read() + b"\0")
+    return digest.hexdigest()
+
+
+def drop_stale(folders: "Iterable[str]", record: str, fingerprint: str) -> bool:
+    """Empty numba's cache ``folders`` of compiled code (``.nbi``, ``.nbc``) unless the
+    file ``record`` holds ``fingerprint`` (the sources the cache was filled from), then
+    write it there; returns whether it emptied them.
+
+    [choice] numba checks only the file of the kernel it loads: a kernel that calls
+    another one, edited or upgraded since, would load with the old callee compiled in.
+    So any change to any kernel source makes every kernel compile again, once."""
+    try:
+        with open(record) as f:
+            if f.read() == fingerprint:
+                return False
+    except OSError:
+        pass
+    for folder in set(folders):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".nbi", ".nbc")):
+                try:
+                    os.remove(os.path.join(folder, name))
+                except OSError:
+                    pass
+    try:
+        with open(record + ".new", "w") as f:
+            f.write(fingerprint)
+        os.replace(record + ".new", record)
+    except OSError:
+        pass
+    return True
+
+
+def _drop_stale_cache() -> None:
+    """:func:`drop_stale` over the compiled kernels' cache folders, under the compile
+    lock when it has to empty them (nothing to do with the JIT disabled)."""
+    path = lock_path()
+    if path is None:
+        return
+    record = os.path.join(os.path.dirname(path), SOURCES_NAME)
+    fingerprint = sources_fingerprint(kernel_sources())
+    try:
+        with open(record) as f:
+            if f.read() == fingerprint:
+                return  # (the usual case: nothing to lock)
+    except OSError:
+        pass
+    folders = [_SCOPE[name].stats.cache_path for name in _KERNELS
+               if hasattr(_SCOPE.get(name), "stats")]
+    with _compile_lock(silent):
+        drop_stale(folders, record, fingerprint)
 
 
 #: what :func:`compile_kernels` says when it compiles, and when it waits for another
