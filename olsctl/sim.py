@@ -30,6 +30,11 @@ from olsctl.workload import Workload
 #: inside the last event of an instant (when ``env.peek()`` moves on), so it needs no event.
 COMPLETION, ARRIVAL, CONTROL = 0, 1, 2
 
+#: under a power limit, let the running jobs' phase boundaries pass without an event of
+#: their own while the limit is calm (:attr:`olsctl.power.limit.Limit.calm`); the same
+#: outputs either way (False: an event at each)
+SKIP_CALM_BOUNDARIES = True
+
 
 class _Call(simpy.Event):
     """A pre-triggered event that calls one function (as ``simpy.Timeout`` is built, but
@@ -98,6 +103,11 @@ class MainSimulator:
         #: seconds a sleeping processor takes to wake (request_active_procs waits for it)
         self.wake_latency_s = 0.0
         self._change_at: set[float] = set()  # phase boundaries with an event (limit)
+        #: under a power limit: whether phase boundaries may pass without an event while
+        #: the limit is calm (not once a function runs at set times, :meth:`at`: it could
+        #: fall at a boundary's instant), and whether they do now
+        self._may_skip = SKIP_CALM_BOUNDARIES
+        self._skipping = False
         #: end time -> the jobs whose completion is due then (one event per end time)
         self._ends: dict[float, list[int]] = {}
         self._record_at: dict[int, int] = {}  # running job -> its record (limit)
@@ -120,6 +130,7 @@ class MainSimulator:
         happened at it: a job arrived or ended, or ``fn`` changed a setting (active
         processors, the cap, the policy); a function that only looks (a snapshot, a
         tick that keeps its setting) adds none."""
+        self._may_skip = False
         self._schedule(delay_to(self.env.now, max(time_s, self.env.now)), CONTROL,
                        lambda _ev: self._on_control(fn))
 
@@ -200,6 +211,11 @@ class MainSimulator:
         if anything happened that may change what it does (``state.pass_due``); under a
         power limit, then hold the draw to the cap."""
         if self.env.peek() != self.env.now:
+            if self._skipping:  # (the boundaries let pass, up to this instant's)
+                heap = self.state.limit.heap
+                if heap and heap[0][0] <= self.env.now:
+                    self.state.now_s = self.env.now
+                    self.state.limit.apply_due(self.state)
             if self.state.pass_due:
                 self._on_pass()
             limit = self.state.limit
@@ -217,12 +233,24 @@ class MainSimulator:
         ends = st.limit.end
         for j in st.settle():  # (their events due earlier lapse: see _on_completions)
             self._complete_at(now, ends[j], j)
+        self._skipping = self._may_skip and st.limit.calm
+        if self._skipping:
+            return  # (the boundaries until the next event are applied at it)
         t = st.limit.next_change_s()
         if t != math.inf and t not in self._change_at:
             self._change_at.add(t)
             self._schedule(delay_to(now, t), CONTROL, self._on_change, t)
 
+    def _pass_boundaries(self) -> None:
+        """The phase boundaries let pass before this event's instant, applied (each at
+        its own time: see :attr:`olsctl.power.limit.Limit.calm`)."""
+        heap = self.state.limit.heap
+        if heap and heap[0][0] < self.env.now:
+            self.state.limit.apply_due(self.state, before=self.env.now)
+
     def _on_arrivals(self, _event) -> None:
+        if self._skipping:
+            self._pass_boundaries()
         g = self._next_group
         st = self.state
         bound = self._group_bound
@@ -245,6 +273,8 @@ class MainSimulator:
             jobs.append(j)
 
     def _on_completions(self, event) -> None:
+        if self._skipping:
+            self._pass_boundaries()
         now = self.env.now
         st = self.state
         jobs = self._ends.pop(event._value)
@@ -267,6 +297,8 @@ class MainSimulator:
         """A change the state holds as data (a wake ending, the cap schedule moving on)
         falls due: apply it and ask for a pass, unless a later decision has dropped it
         since (a newer wake request, a cap the controller set)."""
+        if self._skipping:
+            self._pass_boundaries()
         self.state.now_s = self.env.now
         self._change_at.discard(self.env.now)
         self.state.apply_changes()

@@ -302,3 +302,51 @@ def test_jobs_sharing_an_end_time_when_one_is_throttled_end_apart():
     assert _power_at(tl, 39.0) == 1200.0
     assert _power_at(tl, 50.0) == pytest.approx(1100.0)
     assert _power_at(tl, 100.0) == 800.0  # job 2 has ended: job 1 back at full clock
+
+
+@pytest.mark.parametrize("order, share", [("fcfs", "clock"), ("wfp", "largest")])
+def test_boundaries_let_pass_while_the_limit_is_calm_change_nothing(tmp_path, repo_root,
+                                                                     monkeypatch, order,
+                                                                     share):
+    """While no phase boundary before the next event could make the limit act, the main
+    simulator lets boundaries pass without events and applies them at the next event,
+    each at its own time: the same jobs.csv, power.csv and summary as with an event at
+    every boundary, on 4,000 jobs of KTH-SP2 under a cap schedule that throttles; and
+    it does let many pass."""
+    import olsctl.sim
+    from olsctl.cli import main
+
+    path = _head_trace(repo_root, tmp_path, 4000)
+    cfg = tmp_path / "cap.yaml"
+    cfg.write_text(f"trace: {path}\n"
+                   f"policy: {{name: knapsack, window: 20, order: {order}, "
+                   "predictor: history}\n"
+                   "power: {cap: {schedule: [{at_s: 0, fraction: 0.417}, "
+                   "{at_s: 400000, fraction: 0.625}, {at_s: 900000, fraction: 0.5}]}, "
+                   f"limit: throttle, share: {share}}}\n")
+    passed = []
+    apply_due = Limit.apply_due
+
+    def counting(self, state, before=None):
+        if before is not None:
+            passed.append(before)
+        apply_due(self, state, before)
+
+    monkeypatch.setattr(Limit, "apply_due", counting)
+    out = {}
+    for skip in (True, False):
+        monkeypatch.setattr(olsctl.sim, "SKIP_CALM_BOUNDARIES", skip)
+        out[skip] = tmp_path / f"out-{skip}"
+        assert main(["run", str(cfg), "--set", f"out={out[skip]}", "--quiet"]) == 0
+        if skip:
+            assert len(passed) > 1000
+            passed.clear()
+    assert not passed
+    for name in ("jobs.csv", "power.csv", "timeseries.csv"):
+        assert (out[True] / name).read_bytes() == (out[False] / name).read_bytes(), name
+    summary = [(out[s] / "summary.json").read_text().replace(str(out[s]), "OUT")
+               for s in (True, False)]
+    assert summary[0] == summary[1]
+    import json
+
+    assert json.loads(summary[0])["power"]["jobs_throttled"] > 50

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from olsctl.perfmodel import clock_at, time_factor
 
 if TYPE_CHECKING:
@@ -59,7 +61,8 @@ class Limit:
     __slots__ = ("settings", "demand", "level", "work", "t_ref", "span", "phase", "end",
                  "energy", "version", "heap", "demand_w", "dirty", "acting", "moved",
                  "stretch", "hit", "acting_s", "since", "over_cap_s", "over_since",
-                 "lost_proc_s", "logging", "log_t", "log_dw", "intervals")
+                 "lost_proc_s", "logging", "log_t", "log_dw", "intervals", "level_w",
+                 "peak_w", "calm")
 
     def __init__(self, settings: LimitSettings, logging: bool = False) -> None:
         self.settings = settings
@@ -74,6 +77,16 @@ class Limit:
         self.version: dict[int, int] = {}
         self.heap: list[tuple[float, int, int]] = []  # (phase boundary, job, version)
         self.demand_w = 0.0                  # sum of procs x demand over running jobs
+        #: sum of procs x the highest level of any phase over running jobs (the most
+        #: they could ask for before one more starts: see :attr:`calm`)
+        self.peak_w = 0.0
+        #: whether, at the last settle, no phase boundary before the next event could
+        #: make the limit act: no job held, and the running jobs' highest levels within
+        #: the budget (with room for rounding), which only an event changes (a start, an
+        #: end, a wake, the cap schedule). A driver may then let boundaries pass without
+        #: events and apply them at its next one (:meth:`apply_due` with ``before``:
+        #: each at its own time, with the same arithmetic, in the same order).
+        self.calm = False
         self.dirty = False
         self.acting = False                  # some job is held below its demand
         self.moved: list[int] = []           # jobs whose end moved (drivers reschedule)
@@ -90,6 +103,18 @@ class Limit:
         self.log_t: list[float] = []
         self.log_dw: list[float] = []
         self.intervals: list[tuple[float, float]] = []
+        #: ``level`` as an array by job once a compiled pass asked for it
+        #: (:meth:`levels`), kept in step with it from then on
+        self.level_w: np.ndarray | None = None
+
+    def levels(self, n: int) -> np.ndarray:
+        """The running jobs' power per processor now (W, by job, ``n`` jobs; others 0),
+        as an array a compiled pass reads; the limit keeps it up to date."""
+        if self.level_w is None:
+            self.level_w = np.zeros(n)
+            for j, p in self.level.items():
+                self.level_w[j] = p
+        return self.level_w
 
     # -- events ----------------------------------------------------------------------
     def next_change_s(self) -> float:
@@ -107,6 +132,8 @@ class Limit:
         d = state.power.phase_w[j][0]
         n = state.procs[j]
         self.demand[j] = self.level[j] = d
+        if self.level_w is not None:
+            self.level_w[j] = d
         self.work[j] = 0.0
         self.t_ref[j] = now
         self.span[j] = state.runtime_s[j]
@@ -115,6 +142,7 @@ class Limit:
         self.energy[j] = 0.0
         self.version[j] = 0
         self.demand_w += n * d
+        self.peak_w += n * max(state.power.phase_w[j])
         self._push_boundary(state, j)
         self._log(now, n * d)
         self.dirty = True
@@ -125,6 +153,7 @@ class Limit:
         level = self.level.pop(j)
         self.energy[j] += n * level * (now - self.t_ref[j])
         self.demand_w -= n * self.demand.pop(j)
+        self.peak_w -= n * max(state.power.phase_w[j])
         if j in self.hit:
             extra = now - state.start_s[j] - state.runtime_s[j]
             self.stretch[j] = extra
@@ -134,14 +163,19 @@ class Limit:
         self._log(now, -n * level)
         self.dirty = True
 
-    def apply_due(self, state: "SimState") -> None:
-        """Move the running jobs whose phase boundary is now into their next phase."""
-        now, heap, version = state.now_s, self.heap, self.version
+    def apply_due(self, state: "SimState", before: float | None = None) -> None:
+        """Move the running jobs whose phase boundary is now into their next phase; with
+        ``before``, those whose boundary came before it, each at its own time (the
+        boundaries a driver let pass without an event: :attr:`calm`)."""
+        now = real_now = state.now_s
+        heap, version = self.heap, self.version
         starts_of, levels_of = state.power.phase_start, state.power.phase_w
-        while heap and heap[0][0] <= now:
+        while heap and (heap[0][0] <= now if before is None else heap[0][0] < before):
             t, j, v = heappop(heap)
             if version.get(j) != v:
                 continue
+            if before is not None:
+                now = state.now_s = t
             k = self.phase[j] + 1
             self._advance(state, j, now)
             self.work[j] = starts_of[j][k]
@@ -154,10 +188,13 @@ class Limit:
             if following:
                 self._log(now, n * (d_new - self.level[j]))
                 self.level[j] = d_new
+                if self.level_w is not None:
+                    self.level_w[j] = d_new
                 self._push_boundary(state, j)
             else:  # held: the same power is another clock in this phase
                 self._set_level(state, j, min(self.level[j], d_new))
             self.dirty = True
+        state.now_s = real_now
 
     def settle(self, state: "SimState") -> None:
         """Hold the machine's draw to the cap in force now (module docstring)."""
@@ -171,7 +208,9 @@ class Limit:
         sleeping = state.total_procs - (active if active > busy else busy)
         budget = power.cap.cap_at(now) - power.idle_w * idle - power.sleep_w * sleeping
         if self.demand_w <= budget and not self.acting:
+            self.calm = self.peak_w * (1.0 + 1e-9) + 1e-6 <= budget
             return
+        self.calm = False
         target = self._targets(state, budget)
         acting = False
         drawn = 0.0
@@ -247,6 +286,8 @@ class Limit:
         self._advance(state, j, now)
         self._log(now, state.procs[j] * (p - self.level[j]))
         self.level[j] = p
+        if self.level_w is not None:
+            self.level_w[j] = p
         span = self.span[j] = self._clock_span(state, j, p)
         self.end[j] = now + (1.0 - self.work[j]) * span
         self.version[j] += 1
@@ -305,6 +346,7 @@ class Limit:
                     if j in new and self.version.get(j) == v]
         out.heap.sort()
         out.demand_w = self.demand_w
+        out.peak_w = self.peak_w
         out.dirty, out.acting = self.dirty, self.acting
         out.since, out.over_since = self.since, self.over_since
         return out

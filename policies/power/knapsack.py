@@ -87,11 +87,9 @@ class WindowKnapsack(_PowerPolicy):
         flat = np.empty(2 * (nr + nq))  # (room for the jobs the pass starts)
         flat[:2 * nr] = np.fromiter(chain.from_iterable(running), float, 2 * nr)
         rows = flat.reshape(nr + nq, 2)
-        run_w = a.run_w
         metered = state.limit is not None
-        if metered:  # what each job draws as the limit holds it
-            for _, j in running:
-                run_w[j] = p.job_power_now(state, j)
+        # (under a limit, what each job draws as it holds it)
+        run_w = state.limit.levels(a.procs.size) if metered else a.run_w
         ns, nm, a.n_kept, m = compiled().main_pass(
             state.now_s, state.active_procs, state.busy_procs, waiting, nq, a.procs, a.est,
             a.submit, a.start, rows, nr, run_w, metered, a.began, a.runtime, a.ph_off,
