@@ -337,3 +337,32 @@ def test_knapsack_pass_reads_the_queue_again_when_it_lost_a_job_another_way(orde
     state.arrive(3)
     state.run_pass(policy)
     assert sorted(state.started) == [2, 3] and state.queue == []
+
+
+def test_a_snapshots_flat_phases_are_its_jobs_phases():
+    """A snapshot's power state takes its phases as flat arrays from its source's
+    (:func:`olsctl.power.runtime.flat_phases`): the same arrays as made from its own
+    lists, for running and waiting jobs picked in any order, jobs of one phase or many;
+    pickled (to a worker) it carries no arrays of its source."""
+    import pickle
+
+    from olsctl.power.runtime import flat_phases
+
+    rng = np.random.default_rng(7)
+    phases = [[(f, float(rng.integers(100, 900))) for f in
+               np.diff(np.r_[0.0, np.sort(rng.random(int(k) - 1)), 1.0])]
+              for k in rng.integers(1, 6, size=60)]
+    offset = np.cumsum([0] + [len(p) for p in phases])
+    prof = PowerProfiles(offset, np.array([f for p in phases for f, _ in p]),
+                         np.array([w for p in phases for _, w in p]), 0)
+    p = power_state(prof, [0] * 60, 50.0, 5.0, 1000.0, CapSchedule.constant(1e9))
+    for idx in ([5], [59, 0, 17, 3], list(rng.permutation(60)[:40])):
+        sub = p.subset([int(j) for j in idx])
+        assert sub.flat_from is not None
+        got = flat_phases(sub, len(idx))
+        sub.flat_from = None
+        want = flat_phases(sub, len(idx))
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert want[0][-1] == sum(len(phases[j]) for j in idx)
+        assert pickle.loads(pickle.dumps(p.subset([int(j) for j in idx]))).flat_from is None

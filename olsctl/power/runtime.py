@@ -36,7 +36,16 @@ HISTORY_LEN = 64
 def flat_phases(p: "PowerState", n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The phases of the first ``n`` jobs of the power state ``p`` as the compiled
     kernels read them: (offsets, starts, levels), job ``j``'s phases at
-    ``offsets[j]:offsets[j + 1]``."""
+    ``offsets[j]:offsets[j + 1]``; a snapshot's are taken from its source's (see
+    :attr:`PowerState.flat_from`)."""
+    if p.flat_from is not None and len(p.flat_from[1]) == n:
+        (off, starts, levels), rows = p.flat_from
+        first = off[rows]
+        sizes = off[rows + 1] - first
+        out = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=out[1:])
+        at = np.repeat(first - out[:-1], sizes) + np.arange(out[-1])
+        return out, starts[at], levels[at]
     sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=off[1:])
@@ -97,6 +106,12 @@ class PowerState:
     #: per user: predictions made from its history as it is now, by what a predictor
     #: asked (see :class:`olsctl.power.predict.History`); dropped when the history grows
     predicted: dict[int, dict] = field(default_factory=dict)
+    #: a snapshot's: its source's phases as flat arrays and the source's rows of its
+    #: jobs, so :func:`flat_phases` picks them rather than reading the lists (phases
+    #: never change once made, except as the learner feeds them)
+    flat_from: tuple | None = field(default=None, repr=False, compare=False)
+    #: this state's own phases as flat arrays, made at its first snapshot
+    _flat: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.user)
@@ -106,6 +121,13 @@ class PowerState:
             self.job_key.extend(range(-n, -n + (n - len(self.job_key))))
         if len(self.fed) < n:
             self.fed.extend([0] * (n - len(self.fed)))
+
+    def __getstate__(self) -> dict:
+        """Pickled (to a worker) without the flat phases: a snapshot's would carry its
+        source's whole workload."""
+        state = dict(self.__dict__)
+        state["flat_from"] = state["_flat"] = None
+        return state
 
     def next_change_s(self, now_s: float) -> float:
         """When the cap schedule next moves to a new cap after ``now_s`` (inf: never)."""
@@ -172,6 +194,12 @@ class PowerState:
     def subset(self, idx: list[int]) -> "PowerState":
         """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
         pick = _picker(idx)
+        flat = None
+        if not self.learning:
+            n = len(self.phase_start)
+            if self._flat is None or len(self._flat[0]) != n + 1:
+                self._flat = flat_phases(self, n)
+            flat = (self._flat, np.array(idx, dtype=np.int64))
         return PowerState(
             self.idle_w, self.sleep_w, self.peak_w, self.cap,
             pick(self.phase_start), pick(self.phase_w), pick(self.user),
@@ -180,7 +208,7 @@ class PowerState:
             pick(self.window_entry), pick(self.job_key),
             {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s,
             pick(self.fed), self.fed_until_s, list(self.pending),
-            pick(self.kappa) if self.kappa else [])
+            pick(self.kappa) if self.kappa else [], flat_from=flat)
 
     def extend(self, other: "PowerState") -> None:
         """Append ``other``'s jobs (arrivals fed to a what-if)."""
