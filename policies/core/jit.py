@@ -247,17 +247,17 @@ def kernel_sources() -> list[str]:
     whether imported yet or not, in path order."""
     import olsctl
 
-    found = []
-    for top in {os.path.dirname(os.path.abspath(olsctl.__file__)),
-                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}:
+    found = set()  # (installed, the policies are inside the olsctl folder)
+    for top in (os.path.dirname(os.path.abspath(olsctl.__file__)),
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))):
         for folder, _dirs, files in os.walk(top):
             for name in files:
                 path = os.path.join(folder, name)
-                if name.endswith(".py"):
+                if name.endswith(".py") and path not in found:
                     with open(path, "rb") as f:
                         text = f.read()
                     if b"@kernel" in text or b"specialize(" in text:
-                        found.append(path)
+                        found.add(path)
     return sorted(found)
 
 
