@@ -241,6 +241,12 @@ class MainSimulator:
             self._change_at.add(t)
             self._schedule(delay_to(now, t), CONTROL, self._on_change, t)
 
+    def catch_up(self) -> None:
+        """Apply the phase boundaries let pass before now (for a reader of the state
+        between events, such as the live sampler)."""
+        if self._skipping:
+            self._pass_boundaries()
+
     def _pass_boundaries(self) -> None:
         """The phase boundaries let pass before this event's instant, applied (each at
         its own time: see :attr:`olsctl.power.limit.Limit.calm`)."""

@@ -337,7 +337,7 @@ def test_boundaries_let_pass_while_the_limit_is_calm_change_nothing(tmp_path, re
     for skip in (True, False):
         monkeypatch.setattr(olsctl.sim, "SKIP_CALM_BOUNDARIES", skip)
         out[skip] = tmp_path / f"out-{skip}"
-        assert main(["run", str(cfg), "--set", f"out={out[skip]}", "--quiet"]) == 0
+        assert main(["run", str(cfg), "--set", f"out={out[skip]}", "--quiet", "--feed"]) == 0
         if skip:
             assert len(passed) > 1000
             passed.clear()
@@ -350,3 +350,8 @@ def test_boundaries_let_pass_while_the_limit_is_calm_change_nothing(tmp_path, re
     import json
 
     assert json.loads(summary[0])["power"]["jobs_throttled"] > 50
+    # the live feed's samples read the power as it is at their time
+    feeds = [[(r["time_s"], r["power_w"]) for r in map(json.loads, (out[s] / "live.jsonl")
+                                                      .read_text().splitlines())
+              if r["kind"] == "sample"] for s in (True, False)]
+    assert len(feeds[0]) > 100 and feeds[0] == feeds[1]

@@ -151,6 +151,7 @@ class _Sampler:
         now = float(self.sim.env.now)
         if self.sim.finished:
             return  # the last sample is taken after the run, at its last end
+        self.sim.catch_up()  # (the power now, under a limit)
         self.take(now)
         if self.sim.env.peek() != math.inf:  # stop when nothing else is left to happen
             self.schedule(self.k + 1)
