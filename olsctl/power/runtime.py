@@ -107,10 +107,10 @@ class PowerState:
     #: asked (see :class:`olsctl.power.predict.History`); dropped when the history grows
     predicted: dict[int, dict] = field(default_factory=dict)
     #: a snapshot's: its source's phases as flat arrays and the source's rows of its
-    #: jobs, so :func:`flat_phases` picks them rather than reading the lists (phases
-    #: never change once made, except as the learner feeds them)
+    #: jobs, so :func:`flat_phases` picks them rather than reading the lists (a job's
+    #: phases never change once made)
     flat_from: tuple | None = field(default=None, repr=False, compare=False)
-    #: this state's own phases as flat arrays, made at its first snapshot
+    #: this state's own phases as flat arrays (:meth:`flat`)
     _flat: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -191,15 +191,18 @@ class PowerState:
                                  self.phase_w[idx]))
             self.fed[idx] = total
 
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every job's phases as flat arrays (:func:`flat_phases`), made once (again only
+        when jobs were appended since)."""
+        n = len(self.phase_start)
+        if self._flat is None or len(self._flat[0]) != n + 1:
+            self._flat = flat_phases(self, n)
+        return self._flat
+
     def subset(self, idx: list[int]) -> "PowerState":
         """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
         pick = _picker(idx)
-        flat = None
-        if not self.learning:
-            n = len(self.phase_start)
-            if self._flat is None or len(self._flat[0]) != n + 1:
-                self._flat = flat_phases(self, n)
-            flat = (self._flat, np.array(idx, dtype=np.int64))
+        flat = (self.flat(), np.array(idx, dtype=np.int64))
         return PowerState(
             self.idle_w, self.sleep_w, self.peak_w, self.cap,
             pick(self.phase_start), pick(self.phase_w), pick(self.user),

@@ -93,7 +93,8 @@ class WindowKnapsack(_PowerPolicy):
         ns, nm, a.n_kept, m = compiled().main_pass(
             state.now_s, state.active_procs, state.busy_procs, waiting, nq, a.procs, a.est,
             a.submit, a.start, rows, nr, run_w, metered, a.began, a.runtime, a.ph_off,
-            a.ph_start, a.ph_w, a.juser, a.gpred, a.entry, a.seen, a.kint, a.kflt, self.window, FORCE_CODES[self.force],
+            a.ph_start, a.ph_w, a.juser, a.gpred, a.entry, a.seen, a.kint, a.kflt,
+            self.window, FORCE_CODES[self.force],
             self.headroom == "predicted", state.total_procs, float(p.idle_w),
             float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order],
             a.kept, a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
@@ -139,7 +140,9 @@ class _PassArrays:
         self.started = np.empty(n, dtype=np.int64)
         self.entry = np.array(p.window_entry, dtype=float)
         self.seen = self.entry.copy()  # (the entries as the power state has them)
-        self.ph_off, self.ph_start, self.ph_w = flat_phases(p, n)
+        # (the power state's own, which its snapshots pick from too)
+        self.ph_off, self.ph_start, self.ph_w = (p.flat() if len(p.phase_start) == n
+                                                 else flat_phases(p, n))
         self.by_user = isinstance(predictor, History)
         self.fixed = isinstance(predictor, (Oracle, Naive))
         if self.by_user:
