@@ -26,6 +26,7 @@ from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies import compiled_path
 from olsctl.policies.core import bound as kernels
 from olsctl.policies.core.jit import compiled
+from olsctl.policies.core.run import PAUSED
 from olsctl.state import SimState, Snapshot
 
 INF = float("inf")
@@ -115,13 +116,16 @@ def steps(
     stop_above: "tuple[str, float] | None" = None,
     raise_at: "tuple[float, int] | None" = None,
     arrivals_budget=None,
+    pause_s: float = INF,
 ):
     """The loop of :func:`run_whatif` on a live ``state`` (changed in place; its jobs
     are the snapshot's), as a generator: it yields the bound each time ``stop_above``
     cuts the run short, and ends when the run does (``next(steps(...), None)``: the
     bound, or None). ``send(limit)`` goes on with a higher limit (None: no more cuts),
     exactly as a run started with that limit would have: until then the bound stayed
-    below the old limit, so below the new one.
+    below the old limit, so below the new one. With ``pause_s``, it may yield
+    :data:`olsctl.policies.core.run.PAUSED`, at most once, when every instant up to
+    ``pause_s`` has run (the next call goes on).
 
     Setting changes come from the state's own data, as in the main simulator: a wake
     under way (``state.wake``; ``raise_at = (t, n)`` sets one) and the cap schedule's
@@ -196,6 +200,9 @@ def steps(
         now = t_done if t_done < t_arr else t_arr
         if t_change < now:
             now = t_change
+        if now > pause_s:  # (the caller looks at the run so far; it then goes on)
+            pause_s = INF
+            yield PAUSED
         if now == INF or now > until_s:
             break
         state.now_s = now

@@ -217,23 +217,27 @@ def write_burst_trace(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def whatif_trials(task, candidates, python: bool, monkeypatch) -> list:
+def whatif_trials(task, candidates, python: bool, monkeypatch, pause: bool = True) -> list:
     """Each candidate's trial as :class:`olsctl.controller.scoring.WhatIfRun` scores it,
     cut short under the task's bound and then run on to the end (by the family's
-    compiled loop, or with ``python`` by the policy's Python pass), and whether the
-    compiled loop ran it."""
+    compiled loop, or with ``python`` by the policy's Python pass), whether the compiled
+    loop ran it, and the simulated time its what-if stopped at (None: no what-if ran).
+    ``pause``: a what-if under a cap pauses at the power forecast's span
+    (``scoring.PAUSE_AT_SPAN``)."""
     from olsctl.controller import batches, scoring
 
     with monkeypatch.context() as m:
         if python:
             m.setattr(batches, "tick_template", lambda *args: None)
+        m.setattr(scoring, "PAUSE_AT_SPAN", pause)
         out = []
         for c in candidates:
             run = scoring.WhatIfRun(task, c)
             got = [run.trial]
             if not run.trial.complete:
                 got.append(run.resume(None))
-            out.append((got, run.arrays is not None))
+            ran = run.arrays or getattr(run, "state", None)  # (none: too wide to run)
+            out.append((got, run.arrays is not None, None if ran is None else ran.now_s))
         return out
 
 
@@ -246,7 +250,7 @@ def same_trials(task, candidates, monkeypatch) -> list:
     slow = whatif_trials(task, candidates, True, monkeypatch)
     snap = task.snapshot
     out = []
-    for c, (want, python_ran), (got, compiled_ran) in zip(candidates, slow, fast):
+    for c, (want, python_ran, _), (got, compiled_ran, _) in zip(candidates, slow, fast):
         too_wide = bool((snap.procs[snap.n_running:] > c.active_procs).any())
         assert compiled_ran == (not too_wide) and not python_ran
         assert got == want

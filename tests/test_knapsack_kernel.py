@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import config as numba_config
 
-from conftest import same_trials
+from conftest import same_trials, whatif_trials
 from olsctl.config import build_config
 from olsctl.controller import batches
 from olsctl.controller.trials import Candidate
@@ -111,6 +111,39 @@ def test_long_queues_in_wfp_order_give_the_python_trials(tmp_path, monkeypatch):
             compared += len(same_trials(t, [Candidate(total, f * peak * total)
                                             for f in (0.3, 0.6)], monkeypatch))
     assert compared == 12
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["compiled", "python"])
+def test_a_what_if_over_its_cap_stops_once_the_forecast_span_has_run(capped_tasks, python,
+                                                                       monkeypatch):
+    """A what-if under a cap pauses once the power forecast's span (the coming hour) has
+    run: when the forecast passes the cap its trial is decided there (SLA metrics
+    unknown), else it goes on as if it had not paused. Against the same what-ifs run
+    whole, every trial is equal field by field (cut short by the SLA bound and run on
+    alike; a whole run the bound cut short past the span is over the cap once run on),
+    by the compiled loop and by the Python pass; the runs decided at the pause stopped
+    within the span, where the whole runs went past it."""
+    decided = went_on = 0
+    for task in capped_tasks:
+        snap = task.snapshot
+        total, peak = snap.total_procs, snap.power.peak_w * snap.total_procs
+        t = replace(task, stop_above=("mean_bsld", 50.0))
+        span_end = snap.now_s + t.power_s
+        cands = [Candidate(total, f * peak) for f in (0.4, 0.625, 1.0)]
+        paused = whatif_trials(t, cands, python, monkeypatch)
+        whole = whatif_trials(t, cands, python, monkeypatch, pause=False)
+        for (got, _, stop), (want, _, whole_stop) in zip(paused, whole):
+            assert got[-1] == want[-1]
+            if got != want:  # decided at the pause; the whole run was cut short later
+                assert len(got) == 1 and got[0].over_cap and want[0].stopped_at_s > span_end
+            last = got[-1]
+            if last.over_cap and whole_stop > span_end:
+                assert stop <= span_end and np.isnan(last.mean_bsld)
+                decided += 1
+            elif whole_stop > span_end:
+                assert stop == whole_stop
+                went_on += 1
+    assert decided >= 10 and went_on >= 10, (decided, went_on)
 
 
 @pytest.mark.parametrize("force", ["now", "reserve", "when-fits"])

@@ -17,6 +17,7 @@ not depend on the number of workers or the backend.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -31,10 +32,16 @@ from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_c
 from olsctl.metrics import BSLD_BOUND_S
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.loop import RUNTIME, START, SUBMIT
+from olsctl.policies.core.run import PAUSED
 from olsctl.policies.core.score import (N_ROW, ROW_CENSORED, ROW_MAX_WAIT, ROW_MEAN_BSLD,
                                         ROW_UNSTARTED)
 from olsctl.state import SimState, Snapshot
 from olsctl.whatif import steps
+
+
+#: a what-if under a cap pauses once the power forecast's span has run, and stops there
+#: when the forecast passes the cap (False: it always runs whole; the same trials)
+PAUSE_AT_SPAN = True
 
 
 def what_if(task: WhatIfTask, candidate: Candidate, seed: int = 0) -> Trial:
@@ -63,23 +70,58 @@ class WhatIfRun:
             self.trial = Trial(candidate, n, too_wide, 0, INF, INF, INF, INF, self._cost())
             return
         self.policy = candidate_policy(task.policy, candidate)
-        self.until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
-        template = batches.tick_template(snap, self.policy, self.until, task)
+        self.until = until = INF if task.horizon_s is None else snap.now_s + task.horizon_s
+        # a cap passed is known once the forecast's span has run: the what-if pauses there
+        pause = snap.now_s + task.power_s if (
+            PAUSE_AT_SPAN and self.metered and candidate.cap_w is not None and n
+            and snap.limit is None) \
+            else INF
+        template = batches.tick_template(snap, self.policy, until, task)
         if template is not None:
             # the policy's compiled loop, from the tick's arrays (no live state)
             setting = (power_setting_of if self.metered else setting_of)(
                 snap, candidate, task.current, task.wake_latency_s)
             self.arrays = template.start(self.policy, *setting)
             self.state = None
-            self.steps = self.arrays.steps()
+            self.steps = self.arrays.steps(pause)
         else:
             state = self.state = SimState.from_snapshot(snap)
             apply_candidate(state, candidate, task.current, task.wake_latency_s)
             self.steps = steps(state, self.policy, task.arrivals, task.arrivals_power,
-                               watch_snapshot=True, until_s=self.until,
+                               watch_snapshot=True, until_s=until,
                                stop_above=task.stop_above,
-                               arrivals_budget=task.arrivals_budget)
-        self.trial = self._score(next(self.steps, None))
+                               arrivals_budget=task.arrivals_budget, pause_s=pause)
+        self.trial = self._run_on(next(self.steps, None))
+
+    def _run_on(self, got: float | str | None) -> Trial:
+        """The trial, from what the steps yielded: at a pause, over the cap (the rest not
+        run) or on to the next stop; a bound (cut short); None (the end)."""
+        while got is PAUSED:
+            snap, task = self.task.snapshot, self.task
+            if self.arrays is not None:
+                p = snap.power
+                mean_w, max_w = profile_columns(p)
+                sums = compiled().forecast_sums(
+                    snap.now_s, snap.now_s + task.power_s, snap.procs,
+                    self.arrays.column(START), self.arrays.column(RUNTIME), mean_w, max_w,
+                    snap.total_procs, self.active, p.idle_w, p.sleep_w)
+                figures = with_wakes(snap, task, self.active, *sums)
+            else:
+                figures = power_forecast(snap, self.state, task, self.active)
+            if figures[2] > self.candidate.cap_w:
+                return self._over_cap(*figures)
+            got = next(self.steps, None)
+        return self._score(got)
+
+    def _over_cap(self, energy: float, mean_w: float, peak_w: float,
+                  idle_energy: float) -> Trial:
+        """The trial of a candidate whose cap the forecast passes: out whatever its SLA
+        metrics, which are left unknown (NaN; its what-if may have stopped at the
+        forecast's span)."""
+        self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
+        nan = math.nan  # (one object, as cut_trial's: trials with it compare equal)
+        return Trial(self.candidate, self.n, 0, 0, nan, nan, nan, nan, self._cost(), None,
+                     energy, mean_w, peak_w, over_cap=True)
 
     def resume(self, stop_above: tuple[str, float] | None) -> Trial:
         """The trial under ``stop_above``: the task's metric with a higher limit, or None
@@ -93,7 +135,7 @@ class WhatIfRun:
         except StopIteration:
             stopped = None
         self.task = replace(self.task, stop_above=stop_above)
-        self.trial = self._score(stopped)
+        self.trial = self._run_on(stopped)
         return self.trial
 
     def _cost(self) -> float:
@@ -137,6 +179,8 @@ class WhatIfRun:
         if n == 0:
             return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
                          mean_w, peak_w, over_cap=over_cap)
+        if over_cap:
+            return self._over_cap(energy, mean_w, peak_w, self.cost_parts["idle_energy"])
         if unstarted:
             return Trial(candidate, n, unstarted, censored, INF, INF, INF, INF, cost, None,
                          energy, mean_w, peak_w, over_cap=over_cap)
@@ -194,6 +238,8 @@ class WhatIfRun:
         if n == 0:
             return Trial(candidate, 0, 0, 0, 1.0, 1.0, 0.0, 0.0, cost, None, energy,
                          mean_w, peak_w, over_cap=over_cap)
+        if over_cap:
+            return self._over_cap(energy, mean_w, peak_w, idle_energy)
         scores = row.tolist()
         unstarted, censored = int(scores[ROW_UNSTARTED]), int(scores[ROW_CENSORED])
         if unstarted:

@@ -13,6 +13,11 @@ from olsctl.policies.core.bound import BOUND_METRICS
 
 INF = float("inf")
 
+#: what a what-if's steps yield when they pause at the time asked (``pause_s``): every
+#: instant up to it has run (the run may also have ended); the next call goes on as if
+#: there had been no pause
+PAUSED = "paused"
+
 
 def loop_arrays(snap, until_s: float, stop_above: "tuple[str, float] | None") -> dict:
     """The arrays every compiled what-if loop runs on, filled from a snapshot (its jobs
@@ -87,11 +92,25 @@ class LoopRun:
         else:
             self.clock[fw.LIMIT] = limit
 
-    def steps(self):
+    def steps(self, pause_s: float = INF):
         """:func:`olsctl.whatif.steps`' generator protocol: yields the bound each time it
-        cuts the run short; ``send`` a higher limit, or None to run to the end."""
-        while self.forward():
-            self.go_on((yield self.bound))
+        cuts the run short (``send`` a higher limit, or None to run to the end), and
+        may yield :data:`PAUSED`, at most once, when every instant up to ``pause_s``
+        has run."""
+        until = self.clock[fw.UNTIL]
+        paused = not pause_s < until
+        while True:
+            if not paused:
+                self.clock[fw.UNTIL] = pause_s
+            cut = self.forward()
+            self.clock[fw.UNTIL] = until
+            if cut:
+                self.go_on((yield self.bound))
+            elif paused:
+                return
+            else:
+                paused = True
+                yield PAUSED
 
     def column(self, block: int) -> np.ndarray:
         """A float column of the jobs (``START``, ``SUBMIT`` or ``RUNTIME`` of

@@ -98,8 +98,9 @@ class _EasyRun:
         else:
             self.floats[self.tail_at + loop.LIMIT] = limit
 
-    def steps(self):
-        """:func:`steps`' generator protocol over these arrays alone."""
+    def steps(self, pause_s: float = INF):
+        """:func:`steps`' generator protocol over these arrays alone (EASY meters no
+        power: it never pauses at ``pause_s``)."""
         while self.forward():
             self.go_on((yield self.bound))
 
