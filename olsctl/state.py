@@ -257,7 +257,8 @@ class SimState:
         """Frozen copy of the jobs still in the system (running, then waiting in order)."""
         running = [j for _, j in self.running]
         idx = running + list(self.queue)
-        job_id, submit_s, procs, estimate_s, runtime_s = self._columns(idx)
+        at = np.array(idx, dtype=np.int64)
+        job_id, submit_s, procs, estimate_s, runtime_s = self._columns(idx, at)
 
         # (made without the frozen dataclass's ``__init__``, which sets each of the 16
         # fields through ``object.__setattr__``: every controller tick takes a snapshot)
@@ -276,7 +277,7 @@ class SimState:
                                + [np.nan] * len(self.queue), dtype=float),
             running_alloc=tuple(self.alloc.get(j) for j in running) if self.alloc else
             (None,) * len(running),
-            power=None if self.power is None else self.power.subset(idx),
+            power=None if self.power is None else self.power.subset(idx, at),
             wake=self.wake,
             pass_due=self.pass_due,
             budget=None if self.budget is None else self.budget.subset(idx),
@@ -284,8 +285,9 @@ class SimState:
         )
         return snap
 
-    def _columns(self, idx: list[int]) -> tuple[np.ndarray, ...]:
-        """job_id, submit_s, procs, estimate_s and runtime_s of jobs ``idx``, as arrays.
+    def _columns(self, idx: list[int], at: np.ndarray) -> tuple[np.ndarray, ...]:
+        """job_id, submit_s, procs, estimate_s and runtime_s of jobs ``idx`` (``at``: the
+        same as an array), as arrays.
 
         Taken from numpy copies of the whole columns, made at the first snapshot: a
         job's entries never change once it is in them (jobs are only appended, and a
@@ -301,7 +303,6 @@ class SimState:
                     np.asarray(self.procs, dtype=np.int64),
                     np.asarray(self.estimate_s, dtype=float),
                     np.asarray(self.runtime_s, dtype=float))
-            at = np.array(idx, dtype=np.intp)
             job_id, submit_s, procs, estimate_s, runtime_s = copies
             return job_id[at], submit_s[at], procs[at], estimate_s[at], runtime_s[at]
         pick = itemgetter(*idx) if len(idx) > 1 else (lambda values: [values[j] for j in idx])

@@ -254,3 +254,18 @@ def test_the_knapsack_choice_is_the_textbook_programs(data):
     most = max((sum(procs[list(c)]) for r in range(n + 1) for c in combinations(range(n), r)
                 if sum(procs[list(c)]) <= free and sum(rise[j] for j in c) <= room), default=0)
     assert sum(procs[got]) == most
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=40))
+def test_a_templates_users_are_numbered_by_first_appearance(values):
+    """first_seen numbers the user codes of a template's jobs 0, 1, ... in the order they
+    first appear (as a dict's keys keep them) and leaves its scratch as it found it."""
+    codes = np.array(values, dtype=np.int64)
+    slot = np.full(10, -1, dtype=np.int64)
+    found, group = np.empty(codes.size, dtype=np.int64), np.empty(codes.size, dtype=np.int64)
+    m = compiled().first_seen(codes, slot, found, group)
+    order = list(dict.fromkeys(values))
+    assert found[:m].tolist() == order
+    assert group.tolist() == [order.index(v) for v in values]
+    assert (slot == -1).all()

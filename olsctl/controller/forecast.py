@@ -59,20 +59,10 @@ def with_wakes(snap: Snapshot, task: ForecastSpan, active: int, energy: float,
     return energy, energy / task.power_s, peak, idle_energy + wakes
 
 
-#: the last power data's profile columns as arrays: (mean list, max list, their length,
-#: mean array, max array); a tick's what-ifs share their snapshot's
-_COLUMNS: list = [None, None, -1, None, None]
-
-
 def profile_columns(p) -> tuple[np.ndarray, np.ndarray]:
-    """The jobs' mean and maximum power of the power data ``p`` as arrays, made again
-    when its lists are other lists or have grown (jobs are only appended to them)."""
-    c = _COLUMNS
-    mean, top = p.true_mean_w, p.true_max_w
-    if c[0] is not mean or c[1] is not top or c[2] != len(mean):
-        c[:] = [mean, top, len(mean), np.asarray(mean, dtype=float),
-                np.asarray(top, dtype=float)]
-    return c[3], c[4]
+    """The jobs' mean and maximum power of the power data ``p`` as arrays
+    (:meth:`olsctl.power.runtime.PowerState.columns`)."""
+    return p.columns()[:2]
 
 
 @kernel

@@ -39,13 +39,11 @@ def flat_phases(p: "PowerState", n: int) -> tuple[np.ndarray, np.ndarray, np.nda
     ``offsets[j]:offsets[j + 1]``; a snapshot's are taken from its source's (see
     :attr:`PowerState.flat_from`)."""
     if p.flat_from is not None and len(p.flat_from[1]) == n:
+        from olsctl.policies.core.jit import compiled
+        from olsctl.policies.power import kernels  # noqa: F401  (the kernel's module)
+
         (off, starts, levels), rows = p.flat_from
-        first = off[rows]
-        sizes = off[rows + 1] - first
-        out = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=out[1:])
-        at = np.repeat(first - out[:-1], sizes) + np.arange(out[-1])
-        return out, starts[at], levels[at]
+        return compiled().pick_phases(off, starts, levels, rows)
     sizes = np.fromiter(map(len, p.phase_start), np.int64, n)
     off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=off[1:])
@@ -58,6 +56,12 @@ def n_readings(runtime_s: float, sample_s: float) -> int:
     """Readings a facility's monitor takes of a whole run: at 0, ``sample_s``, ... before
     its end (at least one)."""
     return max(1, math.ceil(runtime_s / sample_s))
+
+
+#: the per-job columns a job keeps as made (lists only appended to): a snapshot picks them
+#: from its source's only when first read (:meth:`PowerState.subset`)
+FIXED_COLUMNS = ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
+                 "true_std_w", "job_key", "kappa")
 
 
 def _picker(idx: list[int]):
@@ -123,11 +127,50 @@ class PowerState:
             self.fed.extend([0] * (n - len(self.fed)))
 
     def __getstate__(self) -> dict:
-        """Pickled (to a worker) without the flat phases: a snapshot's would carry its
-        source's whole workload."""
+        """Pickled (to a worker) with its own columns, without the flat phases or its
+        source: a snapshot's would carry its source's whole workload."""
+        for name in FIXED_COLUMNS:
+            getattr(self, name)
         state = dict(self.__dict__)
         state["flat_from"] = state["_flat"] = None
+        state.pop("_source", None)
+        state.pop("_arrays", None)
         return state
+
+    def __getattr__(self, name: str):
+        # (only names not set come here: a snapshot's fixed columns, picked from its
+        # source's lists when first read, which hold its jobs as they were made)
+        source = self.__dict__.get("_source")
+        if source is None or name not in FIXED_COLUMNS:
+            raise AttributeError(name)
+        values = getattr(source[0], name)
+        picked = _picker(source[1])(values) if values else []
+        self.__dict__[name] = picked
+        return picked
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """The jobs' true mean and maximum power per processor as arrays, their users as
+        codes (0, 1, ... by first appearance in this state's source, or in this state),
+        and the user of each code: a snapshot's picked from its source's arrays, made
+        once per run (again only when jobs were appended since)."""
+        got = self.__dict__.get("_arrays")
+        source = self.__dict__.get("_source")
+        if source is not None:  # (its jobs stay as they are: extend drops the source)
+            if got is None:
+                rows = self.flat_from[1]
+                mean_w, max_w, codes, users = source[0].columns()
+                got = self.__dict__["_arrays"] = (mean_w[rows], max_w[rows], codes[rows],
+                                                  users)
+            return got
+        n = len(self.user)
+        if got is None or got[2].size != n:
+            code: dict = {}
+            got = self.__dict__["_arrays"] = (
+                np.asarray(self.true_mean_w, dtype=float),
+                np.asarray(self.true_max_w, dtype=float),
+                np.fromiter((code.setdefault(u, len(code)) for u in self.user), np.int64, n),
+                list(code))
+        return got
 
     def next_change_s(self, now_s: float) -> float:
         """When the cap schedule next moves to a new cap after ``now_s`` (inf: never)."""
@@ -199,22 +242,30 @@ class PowerState:
             self._flat = flat_phases(self, n)
         return self._flat
 
-    def subset(self, idx: list[int]) -> "PowerState":
-        """The power data of jobs ``idx`` (re-indexed 0..), for a snapshot."""
+    def subset(self, idx: list[int], rows: np.ndarray | None = None) -> "PowerState":
+        """The power data of jobs ``idx`` (re-indexed 0..; ``rows``: the same as an int64
+        array, if the caller has it), for a snapshot: the columns
+        that change copied now, the fixed ones (:data:`FIXED_COLUMNS`) picked from this
+        state's when first read (made without ``__init__``, which would read them)."""
         pick = _picker(idx)
-        flat = (self.flat(), np.array(idx, dtype=np.int64))
-        return PowerState(
-            self.idle_w, self.sleep_w, self.peak_w, self.cap,
-            pick(self.phase_start), pick(self.phase_w), pick(self.user),
-            pick(self.true_mean_w), pick(self.true_max_w), pick(self.true_std_w),
-            dict(self.history), self.forced_starts,
-            pick(self.window_entry), pick(self.job_key),
-            {k: list(v) for k, v in self.learned.items()}, self.learning, self.sample_s,
-            pick(self.fed), self.fed_until_s, list(self.pending),
-            pick(self.kappa) if self.kappa else [], flat_from=flat)
+        out = object.__new__(PowerState)
+        out.__dict__.update(
+            idle_w=self.idle_w, sleep_w=self.sleep_w, peak_w=self.peak_w, cap=self.cap,
+            history=dict(self.history), forced_starts=self.forced_starts,
+            window_entry=pick(self.window_entry),
+            learned={k: list(v) for k, v in self.learned.items()}, learning=self.learning,
+            sample_s=self.sample_s, fed=pick(self.fed), fed_until_s=self.fed_until_s,
+            pending=list(self.pending), predicted={}, _flat=None,
+            flat_from=(self.flat(), np.array(idx, dtype=np.int64) if rows is None else rows),
+            _source=(self, idx))
+        return out
 
     def extend(self, other: "PowerState") -> None:
         """Append ``other``'s jobs (arrivals fed to a what-if)."""
+        for name in FIXED_COLUMNS:  # (its own lists from now on)
+            getattr(self, name)
+        self.__dict__.pop("_source", None)
+        self.__dict__.pop("_arrays", None)
         for name in ("phase_start", "phase_w", "user", "true_mean_w", "true_max_w",
                      "true_std_w", "window_entry", "job_key", "fed", "kappa"):
             getattr(self, name).extend(getattr(other, name))

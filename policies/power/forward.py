@@ -214,6 +214,10 @@ def knapsack_warm_up(k) -> None:
                        np.arange(n + 1, dtype=np.int64), np.zeros(n), np.full(n, 150.0),
                        np.zeros(n), np.full(n, np.nan), kint, kflt,
                        np.array([1, 2], dtype=np.int64), 1.0)
+    k.first_seen(users, np.full(1, -1, dtype=np.int64), np.empty(n, dtype=np.int64),
+                 np.empty(n, dtype=np.int64))  # (a template's users)
+    k.pick_phases(np.arange(n + 1, dtype=np.int64), np.zeros(n), np.full(n, 150.0),
+                  np.array([2, 0], dtype=np.int64))  # (a snapshot's phases)
     # the main simulator's pass (policies/power/knapsack.py), with its arguments' types
     n_run = 1
     rows = np.zeros((n + n_run, 2))

@@ -54,6 +54,45 @@ def recent_mean(values, m: int, window: int, alpha: float) -> float:
     return total / weights
 
 
+@kernel
+def first_seen(codes: np.ndarray, slot: np.ndarray, found: np.ndarray,
+               group: np.ndarray) -> int:
+    """Numbers the values of ``codes`` 0, 1, ... by first appearance: ``group[i]`` gets
+    the number of ``codes[i]``, ``found[:m]`` the values in that order; returns ``m``.
+    ``slot`` (an entry per value, all -1) is left as it was found."""
+    m = 0
+    for i in range(codes.size):
+        c = codes[i]
+        g = slot[c]
+        if g < 0:
+            g = slot[c] = m
+            found[m] = c
+            m += 1
+        group[i] = g
+    for k in range(m):
+        slot[found[k]] = -1
+    return m
+
+
+@kernel
+def pick_phases(off: np.ndarray, starts: np.ndarray, levels: np.ndarray,
+                rows: np.ndarray) -> tuple:
+    """Flat phases (job ``j``'s at ``off[j]:off[j + 1]`` of ``starts`` and ``levels``)
+    of the jobs ``rows``, as flat phases of their own (job ``i`` is ``rows[i]``)."""
+    n = rows.size
+    out = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        out[i + 1] = out[i] + off[rows[i] + 1] - off[rows[i]]
+    got_s = np.empty(out[n])
+    got_w = np.empty(out[n])
+    for i in range(n):
+        a = off[rows[i]]
+        for k in range(out[i], out[i + 1]):
+            got_s[k] = starts[a + k - out[i]]
+            got_w[k] = levels[a + k - out[i]]
+    return out, got_s, got_w
+
+
 @kernel(inline=True)
 def phase_power(x: float, ph_start: np.ndarray, ph_w: np.ndarray, a: int, b: int) -> tuple:
     """A running job's power per processor once the share ``x`` of its runtime is done

@@ -86,10 +86,11 @@ class KnapsackTemplate:
     def _predictions(a: dict, p, policy) -> None:
         """Each job's prediction group and each group's prediction (and, under the
         history predictor, each user's last jobs as the history holds them)."""
-        n = len(p.user)
         stat = policy.stat
         pred = policy._predictor
-        a["jstat"] = np.array(p.true_mean_w if stat == "mean" else p.true_max_w, dtype=float)
+        mean_w, max_w, codes, named = p.columns()
+        n = codes.size
+        a["jstat"] = mean_w if stat == "mean" else max_w  # (read only)
         a["learn"] = np.zeros(2, dtype=np.int64)
         a["alpha"] = 1.0
         a["ring"], a["ring_n"] = np.zeros((1, 1)), np.zeros(1, dtype=np.int64)
@@ -101,9 +102,12 @@ class KnapsackTemplate:
             a["gpred"] = np.full(1, p.peak_w)
         else:  # the history
             # (users numbered by first appearance)
-            users = list(dict.fromkeys(p.user))
-            group = {u: g for g, u in enumerate(users)}
-            a["juser"] = np.fromiter(map(group.__getitem__, p.user), np.int64, n)
+            if _SLOT[0].size < len(named):
+                _SLOT[0] = np.full(len(named), -1, dtype=np.int64)
+            found = np.empty(n, dtype=np.int64)
+            a["juser"] = np.empty(n, dtype=np.int64)
+            m = compiled().first_seen(codes, _SLOT[0], found, a["juser"])
+            users = [named[c] for c in found[:m].tolist()]
             width = min(pred.window, HISTORY_LEN)
             k = STATS.index(stat)
             rows, counts, means = [], [], []
@@ -153,6 +157,10 @@ class KnapsackTemplate:
         arrays["kflt"][F_CAP] = self.cap_w if cap_w is None else cap_w
         return KnapsackRun(self, ORDER_CODES[policy.order], arrays)
 
+
+#: an entry per user code, all -1 (:func:`olsctl.policies.power.kernels.first_seen`'s
+#: scratch, as long as the most users a run has had)
+_SLOT = [np.empty(0, dtype=np.int64)]
 
 #: each user's last jobs as a template's history row, their count and their prediction,
 #: by (statistic, row width, history window, weight), then by user, with the history
