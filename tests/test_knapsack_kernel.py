@@ -269,3 +269,37 @@ def test_a_templates_users_are_numbered_by_first_appearance(values):
     assert found[:m].tolist() == order
     assert group.tolist() == [order.index(v) for v in values]
     assert (slot == -1).all()
+
+
+def test_the_main_pass_reads_the_running_jobs_as_the_state_has_them(tmp_path,
+                                                                   monkeypatch):
+    """The main simulator's pass keeps its (expected end, job) rows of the running jobs
+    from one pass to the next while no job has ended and no other pass started one: at
+    every call of the compiled pass they are the state's running jobs, in its order
+    (KTH-SP2 under a cap, window knapsack in WFP order), and most passes reuse them."""
+    from olsctl.policies.power import knapsack
+
+    k = compiled()
+    real_schedule, real_pass = knapsack.WindowKnapsack.schedule, k.main_pass
+    seen = {"state": None, "calls": 0, "reused": 0}
+
+    def schedule(self, state):
+        seen["state"] = state
+        a = state.cache.get(self._cache_key)
+        seen["reused"] += a is not None and \
+            a.rows_at == (len(state.start_order), state.finishes)
+        return real_schedule(self, state)
+
+    def main_pass(*args):
+        rows, nr = args[9], args[10]
+        want = [[e, j] for e, j in seen["state"].running]
+        assert nr == len(want) and rows[:nr].tolist() == want
+        seen["calls"] += 1
+        return real_pass(*args)
+
+    monkeypatch.setattr(knapsack.WindowKnapsack, "schedule", schedule)
+    monkeypatch.setattr(k, "main_pass", main_pass)
+    execute(build_config({"trace": "KTH-SP2", "out": str(tmp_path),
+                          "policy": dict(VARIANTS[0], name="knapsack", window=20),
+                          "power": {"cap": {"fraction": 0.5}}}))
+    assert seen["calls"] > 20000 and seen["reused"] > 5000, seen

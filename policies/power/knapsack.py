@@ -84,9 +84,12 @@ class WindowKnapsack(_PowerPolicy):
             m = 0  # (the queue lost a job another way since: read again whole)
         if nq > m:  # the jobs come since the last pass
             waiting[m:nq] = queue[m:] if m else queue
-        flat = np.empty(2 * (nr + nq))  # (room for the jobs the pass starts)
-        flat[:2 * nr] = np.fromiter(chain.from_iterable(running), float, 2 * nr)
-        rows = flat.reshape(nr + nq, 2)
+        rows = a.rows  # (with room for the jobs the pass starts)
+        if a.rows_at != (len(state.start_order), state.finishes) or len(rows) < nr + nq:
+            if len(rows) < nr + nq:
+                rows = a.rows = np.empty((2 * (nr + nq), 2))
+            rows[:nr] = np.fromiter(chain.from_iterable(running), float,
+                                    2 * nr).reshape(nr, 2)
         metered = state.limit is not None
         # (under a limit, what each job draws as it holds it)
         run_w = state.limit.levels(a.procs.size) if metered else a.run_w
@@ -106,6 +109,9 @@ class WindowKnapsack(_PowerPolicy):
             window_entry[j] = t
         for j in a.started[:ns].tolist():
             state.start(j)
+        # (the pass put its starts into the rows as the state into its running jobs:
+        # they stand for them until a job ends or another pass starts one)
+        a.rows_at = (len(state.start_order), state.finishes)
         p.forced_starts += int(a.kint[K_FORCED])
 
     def settings(self) -> dict:
@@ -175,6 +181,10 @@ class _PassArrays:
         self.waiting = np.empty(n, dtype=np.int64)
         self.n_waiting = 0
         self.last_waiting = -1
+        #: the running jobs as (expected end, job) rows in the state's order, as they
+        #: were when the state had made ``rows_at`` = (starts, finishes)
+        self.rows = np.empty((0, 2))
+        self.rows_at = (-1, -1)
         #: the jobs whose window entries a pass may have marked, and those entries
         self.marked = np.empty(n, dtype=np.int64)
         self.marked_at = np.empty(n)
