@@ -236,7 +236,7 @@ def whatif_trials(task, candidates, python: bool, monkeypatch, pause: bool = Tru
             got = [run.trial]
             if not run.trial.complete:
                 got.append(run.resume(None))
-            ran = run.arrays or getattr(run, "state", None)  # (none: too wide to run)
+            ran = run.arrays or run.state  # (neither: too wide to run)
             out.append((got, run.arrays is not None, None if ran is None else ran.now_s))
         return out
 

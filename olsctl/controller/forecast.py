@@ -40,12 +40,20 @@ def power_forecast(snap: Snapshot, state: SimState, task: ForecastSpan,
     the idle energy (J): the part of that energy no job draws (idle and sleeping
     processors, the wakes), the part a setting can save, as a job draws the same energy
     whenever it runs. The sums are :func:`forecast_sums`'s (compiled)."""
-    p = state.power
+    return forecast_of(snap, task, active, state.power,
+                       np.asarray(state.procs, dtype=np.int64),
+                       np.asarray(state.start_s, dtype=float),
+                       np.asarray(state.runtime_s, dtype=float))
+
+
+def forecast_of(snap: Snapshot, task: ForecastSpan, active: int, p, procs: np.ndarray,
+                start: np.ndarray, runtime: np.ndarray) -> tuple[float, float, float, float]:
+    """:func:`power_forecast` of a what-if's jobs given as columns (``p``: their power
+    data; the starts so far, NaN for a job not started)."""
     mean_w, max_w = profile_columns(p)
-    sums = compiled().forecast_sums(
-        snap.now_s, snap.now_s + task.power_s, np.asarray(state.procs, dtype=np.int64),
-        np.asarray(state.start_s, dtype=float), np.asarray(state.runtime_s, dtype=float),
-        mean_w, max_w, snap.total_procs, active, p.idle_w, p.sleep_w)
+    sums = compiled().forecast_sums(snap.now_s, snap.now_s + task.power_s, procs, start,
+                                    runtime, mean_w, max_w, snap.total_procs, active,
+                                    p.idle_w, p.sleep_w)
     return with_wakes(snap, task, active, *sums)
 
 
@@ -139,14 +147,15 @@ def scored_forecast(start: np.ndarray, submit: np.ndarray, runtime: np.ndarray,
 
 @warm_up
 def forecast_warm_up(k) -> None:
-    """Run :func:`forecast_sums` and :func:`scored_forecast` (compiled: ``k``) on a tiny
-    what-if."""
+    """Run :func:`forecast_sums`, :func:`scored_forecast` and the scores alone (compiled:
+    ``k``) on a tiny what-if."""
     x = np.array([0.0, 5.0, np.nan])
     procs, runtime = np.array([1, 2, 1], dtype=np.int64), np.array([8.0, 10.0, 1.0])
     k.forecast_sums(0.0, 10.0, procs, x, runtime, np.full(3, 100.0), np.full(3, 120.0), 4,
                     3, 50.0, 5.0)
     k.scored_forecast(x, np.zeros(3), runtime, False, 10.0, 10.0, np.empty(N_ROW), 0.0,
                       10.0, procs, np.full(3, 100.0), np.full(3, 120.0), 4, 3, 50.0, 5.0)
+    k.score_columns(x, np.zeros(3), runtime, True, 10.0, 10.0, np.empty(N_ROW))
 
 
 #: the share of the forecast's magnitude a floor stays below it by, so that the rounding

@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from olsctl.controller import batches
-from olsctl.controller.forecast import power_forecast, profile_columns, with_wakes
+from olsctl.controller.forecast import (forecast_of, power_forecast, profile_columns,
+                                       with_wakes)
 from olsctl.controller.trials import (INF, Candidate, Trial, WhatIfTask, apply_candidate,
                                       candidate_policy, cut_trial, failed_trial, known_costs,
                                       power_setting_of, setting_of, weighted_cost)
@@ -58,7 +59,9 @@ class WhatIfRun:
 
     def __init__(self, task: WhatIfTask, candidate: Candidate) -> None:
         self.task, self.candidate = task, candidate
-        self.steps = self.arrays = None
+        self.steps = self.arrays = self.state = None
+        #: the power forecast, once the what-if has run through its span (at a pause)
+        self.span_figures: tuple | None = None
         snap = task.snapshot
         n = self.n = int(snap.job_id.size)
         active = self.active = int(candidate.active_procs)
@@ -98,16 +101,11 @@ class WhatIfRun:
         run) or on to the next stop; a bound (cut short); None (the end)."""
         while got is PAUSED:
             snap, task = self.task.snapshot, self.task
-            if self.arrays is not None:
-                p = snap.power
-                mean_w, max_w = profile_columns(p)
-                sums = compiled().forecast_sums(
-                    snap.now_s, snap.now_s + task.power_s, snap.procs,
-                    self.arrays.column(START), self.arrays.column(RUNTIME), mean_w, max_w,
-                    snap.total_procs, self.active, p.idle_w, p.sleep_w)
-                figures = with_wakes(snap, task, self.active, *sums)
-            else:
-                figures = power_forecast(snap, self.state, task, self.active)
+            # (starts after the span do not change its forecast: it is the final one)
+            self.span_figures = figures = power_forecast(
+                snap, self.state, task, self.active) if self.arrays is None else \
+                forecast_of(snap, task, self.active, snap.power, snap.procs,
+                            self.arrays.column(START), self.arrays.column(RUNTIME))
             if figures[2] > self.candidate.cap_w:
                 return self._over_cap(*figures)
             got = next(self.steps, None)
@@ -169,8 +167,8 @@ class WhatIfRun:
         energy = mean_w = peak_w = None
         over_cap = False
         if self.metered:
-            energy, mean_w, peak_w, idle_energy = power_forecast(snap, state, task,
-                                                                 self.active)
+            energy, mean_w, peak_w, idle_energy = self.span_figures or power_forecast(
+                snap, state, task, self.active)
             self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
             # (under a power limit the cap holds: what it costs is the jobs' stretch)
             over_cap = (candidate.cap_w is not None and peak_w > candidate.cap_w
@@ -224,14 +222,20 @@ class WhatIfRun:
                              "cannot be scored")
         snap = task.snapshot
         p = snap.power
-        mean_w, max_w = profile_columns(p)
         row = np.empty(N_ROW)
-        sums = compiled().scored_forecast(
-            arrays.column(START), arrays.column(SUBMIT), arrays.column(RUNTIME),
-            task.horizon_s is not None, self.until, BSLD_BOUND_S, row, snap.now_s,
-            snap.now_s + task.power_s, snap.procs, mean_w, max_w, snap.total_procs,
-            self.active, p.idle_w, p.sleep_w)
-        energy, mean_w, peak_w, idle_energy = with_wakes(snap, task, self.active, *sums)
+        if self.span_figures is not None:  # (forecast at the pause)
+            compiled().score_columns(arrays.column(START), arrays.column(SUBMIT),
+                                     arrays.column(RUNTIME), task.horizon_s is not None,
+                                     self.until, BSLD_BOUND_S, row)
+            energy, mean_w, peak_w, idle_energy = self.span_figures
+        else:
+            mean_w, max_w = profile_columns(p)
+            sums = compiled().scored_forecast(
+                arrays.column(START), arrays.column(SUBMIT), arrays.column(RUNTIME),
+                task.horizon_s is not None, self.until, BSLD_BOUND_S, row, snap.now_s,
+                snap.now_s + task.power_s, snap.procs, mean_w, max_w, snap.total_procs,
+                self.active, p.idle_w, p.sleep_w)
+            energy, mean_w, peak_w, idle_energy = with_wakes(snap, task, self.active, *sums)
         self.cost_parts.update(energy=energy, peak_power=peak_w, idle_energy=idle_energy)
         over_cap = candidate.cap_w is not None and peak_w > candidate.cap_w
         cost = self._cost()
