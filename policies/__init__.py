@@ -87,6 +87,10 @@ REGISTRY: dict[str, PolicyEntry] = {
                                "full window and nothing fits: the job in it longest starts "
                                "now (Wallace), or holds the machine until it fits, or "
                                "holds it but lets jobs that end before then start"),
+                "backfill": Param(str, "window", ("window", "queue", "easy"),
+                                  "while reserve holds the machine, the jobs that may "
+                                  "start: the window's, or the whole queue's (ending "
+                                  "before the held job fits; easy: or leaving it room)"),
                 "predictor": Param(object, "oracle", None, _PREDICTOR_DOC)},
         doc="Wallace's window 0-1 knapsack under the power cap (needs power)",
         needs="power",

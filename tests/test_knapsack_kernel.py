@@ -31,6 +31,10 @@ VARIANTS = (
      "predictor": "naive"},
     {"order": "fcfs", "force": "reserve", "stat": "mean", "headroom": "predicted",
      "predictor": {"name": "history", "window": 3, "alpha": 0.8}, "window": 4},
+    {"order": "wfp", "force": "reserve", "stat": "max", "headroom": "predicted",
+     "predictor": "oracle", "window": 3, "backfill": "queue"},
+    {"order": "fcfs", "force": "reserve", "stat": "mean", "headroom": "measured",
+     "predictor": {"name": "history", "window": 3, "alpha": 0.8}, "backfill": "easy"},
 )
 
 
@@ -90,7 +94,7 @@ def test_the_compiled_knapsack_what_ifs_give_the_python_trials(capped_tasks, mon
             for got in same_trials(t, candidates, monkeypatch):
                 compared += 1
                 cut += len(got) > 1
-    assert compared == 24 * len(capped_tasks) and len(capped_tasks) >= 40
+    assert compared == 6 * len(VARIANTS) * len(capped_tasks) and len(capped_tasks) >= 40
     assert cut > 50 and held >= 2 and busy > 10, (cut, held, busy)
 
 
@@ -99,18 +103,19 @@ def test_long_queues_in_wfp_order_give_the_python_trials(tmp_path, monkeypatch):
     the front of the WFP order (:mod:`olsctl.policies.core.front`) and keeps the held job
     between passes: on the ticks with the longest queues of a heavily loaded capped run
     (more than 150 waiting), under force reserve and when-fits and windows of 20 and 3,
-    the trials are those of the Python pass."""
+    and with the whole queue backfilled while a job is held, the trials are those of the
+    Python pass."""
     tasks = _recorded_tasks(tmp_path, 1.6, [0.3, 1.0], 6 * 3600)
     tasks = sorted(tasks, key=lambda t: -t.snapshot.n_waiting)[:3]
     assert min(t.snapshot.n_waiting for t in tasks) > 150
     compared = 0
     for task in tasks:
         total, peak = task.snapshot.total_procs, task.snapshot.power.peak_w
-        for variant in (VARIANTS[0], dict(VARIANTS[2], window=3)):
+        for variant in (VARIANTS[0], dict(VARIANTS[2], window=3), VARIANTS[5]):
             t = replace(task, policy=dict(variant, name="knapsack"), stop_above=None)
             compared += len(same_trials(t, [Candidate(total, f * peak * total)
                                             for f in (0.3, 0.6)], monkeypatch))
-    assert compared == 12
+    assert compared == 18
 
 
 @pytest.mark.parametrize("python", [False, True], ids=["compiled", "python"])

@@ -122,6 +122,37 @@ def test_knapsack_force_now_overshoots_the_cap_when_fits_does_not():
     assert peak == 140.0 and forced == 0
 
 
+def _backfill_case_run(backfill: str, e_runtime_s: int):
+    """The held case of :func:`_held_case_run` under ``force: reserve`` in FCFS order, with
+    a fifth job E (5 W, one processor, submitted at 3) behind the full window of B and C."""
+    w = workload_from_rows([(1, 0, 100, 1), (2, 0, 50, 1), (3, 1, 10, 1), (4, 2, 10, 1),
+                            (5, 3, e_runtime_s, 1)], 4)
+    sim = make_main(w, policy=make_policy({"name": "knapsack", "window": 2, "order": "fcfs",
+                                           "predictor": "oracle", "force": "reserve",
+                                           "backfill": backfill}))
+    sim.state.power = power_state(_flat([100.0, 40.0, 100.0, 30.0, 5.0]), [0] * 5, 0.0,
+                                  0.0, 100.0, CapSchedule.constant(150.0))
+    return {r.job_id: r.start_s for r in sim.run().jobs}
+
+
+def test_knapsack_backfill_reaches_past_the_window_while_a_job_is_held():
+    # B is held from 2 and fits at 100 (A's end); the 10 W of headroom left fit E (5 W)
+    # at 3, outside the window [B, C]. backfill window: E waits for the window: at 50 D
+    # ends, C starts and E enters the window and starts beside it.
+    assert _backfill_case_run("window", 20) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0, 5: 50.0}
+    # queue: E starts at 3, as it ends (23) before B fits; one that would end at 103
+    # waits: at 50 it is in the window, where it must end by 100 too, so it waits for B.
+    assert _backfill_case_run("queue", 20) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0, 5: 3.0}
+    assert _backfill_case_run("queue", 97)[5] == 3.0  # (ends as B fits)
+    assert _backfill_case_run("queue", 98)[5] == 100.0
+    assert _backfill_case_run("queue", 100) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0,
+                                                5: 100.0}
+    # easy: at 100 (A and D ended) B takes one of the four processors and 100 of the
+    # 150 W, leaving three and 50 W, which E (1, 5 W) fits: it starts at 3 however long
+    # it runs.
+    assert _backfill_case_run("easy", 100) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0, 5: 3.0}
+
+
 def test_knapsack_when_fits_still_starts_a_job_on_an_idle_machine():
     # Both jobs are over the cap even alone: nothing runs, so the first starts anyway
     # (and is counted), as under Wallace's rule; the held job goes first.
@@ -244,6 +275,10 @@ POLICIES = [
      "force": "reserve"},
     {"name": "knapsack", "window": 3, "order": "fcfs", "predictor": "oracle", "stat": "max",
      "headroom": "predicted", "force": "reserve"},
+    {"name": "knapsack", "window": 2, "order": "wfp", "predictor": "history",
+     "force": "reserve", "backfill": "queue"},
+    {"name": "knapsack", "window": 2, "order": "fcfs", "predictor": "oracle",
+     "headroom": "predicted", "force": "reserve", "backfill": "easy"},
 ]
 
 

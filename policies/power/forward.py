@@ -227,7 +227,7 @@ def knapsack_warm_up(k) -> None:
                     np.full(n, np.nan), rows, n_run, np.full(n, 150.0), metered, start,
                     est, np.arange(n + 1, dtype=np.int64), np.zeros(n), np.full(n, 150.0),
                     users, np.full(1, 200.0), np.full(n, np.nan), np.full(n, np.nan), kint,
-                    kflt, 2, FORCE_RESERVE, True, 4, 50.0, 5.0, 800.0,
+                    kflt, 2, FORCE_RESERVE, 0, True, 4, 50.0, 5.0, 800.0,
                     np.zeros(n, dtype=np.int64), WFP, np.zeros(n, dtype=np.int64), 0,
                     np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int64), np.zeros(n),
                     np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n))

@@ -14,23 +14,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from olsctl.policies.core.backfill import insert_running
 from olsctl.policies.core.jit import kernel
 from olsctl.policies.core.order import WFP, order_into, rank_queue
 from olsctl.policies.power.choose import knapsack_choose
+from olsctl.policies.power.held import (BACKFILL_WINDOW, backfill_queue, counted_w, fits_at,
+                                        held_job, start_job)
 
 #: the knapsack's ``force`` modes, by code
 FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
 
 FORCE_CODES = {"now": FORCE_NOW, "when-fits": FORCE_WHEN_FITS, "reserve": FORCE_RESERVE}
 
+
 #: ``kint``: the window, the force mode, whether running jobs count at their prediction
 #: too (headroom predicted), the machine's processors, the forced starts so far, the
 #: held job kept between passes (0: not kept, searched at each pass; 1: none; else the
-#: job + 2), whether the pass ordered the whole queue (see :func:`knapsack_pass`)
-K_WINDOW, K_FORCE, K_PREDICTED, K_TOTAL, K_FORCED, K_HELD, K_WHOLE = range(7)
+#: job + 2), whether the pass ordered the whole queue (see :func:`knapsack_pass`), the
+#: backfill setting (``BACKFILL_CODES``)
+K_WINDOW, K_FORCE, K_PREDICTED, K_TOTAL, K_FORCED, K_HELD, K_WHOLE, K_BACKFILL = range(8)
 
-N_KINT = 7
+N_KINT = 8
 
 #: ``kflt``: idle and sleeping power per processor, the cap in force
 F_IDLE, F_SLEEP, F_CAP = range(3)
@@ -191,7 +194,8 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
               began: np.ndarray, runtime: np.ndarray, ph_off: np.ndarray,
               ph_start: np.ndarray, ph_w: np.ndarray, juser: np.ndarray,
               gpred: np.ndarray, entry: np.ndarray, seen: np.ndarray, kint: np.ndarray,
-              kflt: np.ndarray, window: int, force: int, predicted: bool, total: int,
+              kflt: np.ndarray, window: int, force: int, backfill: int, predicted: bool,
+              total: int,
               idle_w: float, sleep_w: float, cap_w: float, started: np.ndarray, code: int,
               kept: np.ndarray, n_kept: int, listed: np.ndarray, rank: np.ndarray,
               key: np.ndarray, order: np.ndarray, marked: np.ndarray,
@@ -208,6 +212,7 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
     length, the jobs left waiting)."""
     kint[:] = 0
     kint[K_WINDOW], kint[K_FORCE], kint[K_TOTAL] = window, force, total
+    kint[K_BACKFILL] = backfill
     kint[K_PREDICTED] = predicted
     kflt[F_IDLE], kflt[F_SLEEP], kflt[F_CAP] = idle_w, sleep_w, cap_w
     if not metered:
@@ -328,6 +333,12 @@ def window_pass(now: float, active: int, busy: int, ordered: np.ndarray, nq: int
                     nc += 1
         nc = knapsack_choose(chosen, nc, free, room, procs, juser, gpred, idle_w)
         if nc == 0:
+            if holding and kint[K_BACKFILL] != BACKFILL_WINDOW:
+                whole_order(known, code, now, queue, nq, procs, est, submit, ordered, kint)
+                return backfill_queue(now, active, busy, held, until, room, ordered, nq,
+                                      procs, est, start, running, n_run, run_w, juser,
+                                      gpred, predicted, idle_w, kint[K_BACKFILL], started,
+                                      ns)
             if holding or (nw < window and n_run > 0):
                 return ns, n_run
             by_entry(win, nw, entry, chosen)
@@ -403,23 +414,10 @@ def measured_w(active: int, busy: int, total: int, procs: np.ndarray, running: n
     busy_w = 0.0
     for k in range(n_run):
         j = np.int64(running[k, 1])
-        w = run_w[j]
-        if predicted:
-            later = gpred[juser[j]]
-            w = later if later > w else w
-        busy_w += procs[j] * w
+        busy_w += procs[j] * counted_w(j, run_w, juser, gpred, predicted)
     idle = active - busy if active > busy else 0
     sleeping = total - (active if active > busy else busy)
     return busy_w + idle_w * idle + sleep_w * sleeping
-
-
-@kernel(inline=True)
-def start_job(j: int, now: float, procs: np.ndarray, est: np.ndarray, start: np.ndarray,
-              running: np.ndarray, n_run: int) -> int:
-    """Job ``j`` starts now (as :meth:`olsctl.state.SimState.start`); returns the
-    running jobs' count."""
-    start[j] = now
-    return insert_running(running, n_run, now + est[j], j)
 
 
 @kernel
@@ -442,33 +440,3 @@ def start_if_idle(now: float, active: int, busy: int, ordered: np.ndarray, m: in
             kint[K_FORCED] += 1
             return ns + 1, n_run
     return ns, n_run
-
-
-@kernel
-def held_job(entry: np.ndarray, ordered: np.ndarray, nq: int) -> int:
-    """The waiting job the knapsack holds the machine for (window entry -inf), or -1."""
-    for i in range(nq):
-        j = ordered[i]
-        if entry[j] == -np.inf:
-            return j
-    return -1
-
-
-@kernel(inline=True)
-def fits_at(held: int, rise: float, room: float, free: int, procs: np.ndarray,
-            running: np.ndarray, n_run: int, run_w: np.ndarray, juser: np.ndarray,
-            gpred: np.ndarray, predicted: bool, idle_w: float) -> float:
-    """Expected time (by the running jobs' estimates) at which the held job would fit the
-    processors and the headroom, each running job leaving what the headroom counted for
-    it; the last expected end if it fits only on an idle machine."""
-    for k in range(n_run):
-        j = np.int64(running[k, 1])
-        w = run_w[j]
-        if predicted:
-            later = gpred[juser[j]]
-            w = w if w >= later else later
-        free += procs[j]
-        room += procs[j] * (w - idle_w)
-        if free >= procs[held] and room >= rise:
-            return running[k, 0]
-    return running[n_run - 1, 0]

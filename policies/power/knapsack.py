@@ -15,6 +15,7 @@ from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
 from olsctl.power.predict import History, Naive, Oracle
 from olsctl.power.runtime import flat_phases
+from olsctl.policies.power.held import BACKFILL_CODES
 from olsctl.policies.power.kernels import FORCE_CODES, K_FORCED, N_KFLT, N_KINT
 
 if TYPE_CHECKING:
@@ -37,7 +38,9 @@ class WindowKnapsack(_PowerPolicy):
     with what is left); ``reserve`` holds it too, but lets window jobs start meanwhile
     when they fit now and end, by their estimates, before it would fit (once enough
     running jobs, counted as in the headroom, have ended by their estimates; if it fits
-    only on an idle machine, once all have). Either way, like in every power-aware policy
+    only on an idle machine, once all have; ``backfill: queue`` lets any waiting job do
+    so, ``easy`` also one that leaves the held job its processors and headroom when it
+    would fit, as EASY's backfilling does). Either way, like in every power-aware policy
     here, a job starts anyway when nothing runs (see :func:`force_if_idle`; the held job
     first), so a cap that no job fits under cannot stop the log.
 
@@ -50,6 +53,7 @@ class WindowKnapsack(_PowerPolicy):
     stat: str = "mean"
     headroom: str = "measured"
     force: str = "reserve"
+    backfill: str = "window"
     name: str = field(default="knapsack", init=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +66,9 @@ class WindowKnapsack(_PowerPolicy):
             raise ValueError(f"headroom: must be measured or predicted (got {self.headroom!r})")
         if self.force not in FORCE:
             raise ValueError(f"force: must be one of {', '.join(FORCE)} (got {self.force!r})")
+        if self.backfill not in BACKFILL_CODES:
+            raise ValueError(f"backfill: must be one of {', '.join(BACKFILL_CODES)} "
+                             f"(got {self.backfill!r})")
         # the key of the pass's arrays on the state (the same for every window, order
         # and force, so a controller changing those keeps them)
         object.__setattr__(self, "_cache_key", ("knapsack", self.stat, repr(self.predictor)))
@@ -97,7 +104,7 @@ class WindowKnapsack(_PowerPolicy):
             state.now_s, state.active_procs, state.busy_procs, waiting, nq, a.procs, a.est,
             a.submit, a.start, rows, nr, run_w, metered, a.began, a.runtime, a.ph_off,
             a.ph_start, a.ph_w, a.juser, a.gpred, a.entry, a.seen, a.kint, a.kflt,
-            self.window, FORCE_CODES[self.force],
+            self.window, FORCE_CODES[self.force], BACKFILL_CODES[self.backfill],
             self.headroom == "predicted", state.total_procs, float(p.idle_w),
             float(p.sleep_w), float(p.cap_now(state)), a.started, ORDER_CODES[self.order],
             a.kept, a.n_kept, a.listed, a.rank, a.key, a.order, a.marked, a.marked_at)
@@ -117,7 +124,7 @@ class WindowKnapsack(_PowerPolicy):
     def settings(self) -> dict:
         return {"name": self.name, "window": self.window, "order": self.order,
                 "stat": self.stat, "headroom": self.headroom, "force": self.force,
-                "predictor": self.predictor}
+                "backfill": self.backfill, "predictor": self.predictor}
 
 
 class _PassArrays:

@@ -21,9 +21,10 @@ from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.core.run import LoopRun, copied_for, loop_arrays
 from olsctl.policies.power import forward  # noqa: F401  (the loop, called compiled)
-from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_FORCE,
-                                           K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT, N_KINT,
-                                           recent_mean)
+from olsctl.policies.power.held import BACKFILL_CODES
+from olsctl.policies.power.kernels import (F_CAP, F_IDLE, F_SLEEP, FORCE_CODES, K_BACKFILL,
+                                           K_FORCE, K_PREDICTED, K_TOTAL, K_WINDOW, N_KFLT,
+                                           N_KINT, recent_mean)
 from olsctl.power.predict import STATS, History, Naive, Oracle
 from olsctl.power.runtime import HISTORY_LEN, flat_phases
 
@@ -154,6 +155,7 @@ class KnapsackTemplate:
         kint = arrays["kint"]
         kint[K_WINDOW] = policy.window
         kint[K_FORCE] = FORCE_CODES[policy.force]
+        kint[K_BACKFILL] = BACKFILL_CODES[policy.backfill]
         arrays["kflt"][F_CAP] = self.cap_w if cap_w is None else cap_w
         return KnapsackRun(self, ORDER_CODES[policy.order], arrays)
 
