@@ -153,6 +153,24 @@ def test_knapsack_backfill_reaches_past_the_window_while_a_job_is_held():
     assert _backfill_case_run("easy", 100) == {1: 0.0, 2: 0.0, 3: 100.0, 4: 50.0, 5: 3.0}
 
 
+@pytest.mark.parametrize("body,error", [
+    ("backfill: queue, force: now",
+     "queue acts only while force: reserve holds the machine for a job (got force: now)"),
+    ("backfill: easy, force: when-fits", "easy acts only while force: reserve holds the "
+     "machine for a job (got force: when-fits)"),
+    ("backfill: deep", "must be one of window, queue, easy (got 'deep')"),
+])
+def test_a_backfill_setting_that_cannot_act_is_refused(tmp_path, capsys, body, error):
+    from olsctl.cli import main
+
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(f"trace: KTH-SP2\nout: {tmp_path / 'out'}\n"
+                   f"policy: {{name: knapsack, {body}}}\npower: {{cap: {{fraction: 0.5}}}}\n")
+    assert main(["run", str(cfg), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"ConfigError: {cfg}: policy.backfill: {error}"
+    assert not (tmp_path / "out").exists()
+
+
 def test_knapsack_when_fits_still_starts_a_job_on_an_idle_machine():
     # Both jobs are over the cap even alone: nothing runs, so the first starts anyway
     # (and is counted), as under Wallace's rule; the held job goes first.

@@ -69,6 +69,9 @@ class WindowKnapsack(_PowerPolicy):
         if self.backfill not in BACKFILL_CODES:
             raise ValueError(f"backfill: must be one of {', '.join(BACKFILL_CODES)} "
                              f"(got {self.backfill!r})")
+        if self.backfill != "window" and self.force != "reserve":
+            raise ValueError(f"backfill: {self.backfill} acts only while force: reserve "
+                             f"holds the machine for a job (got force: {self.force})")
         # the key of the pass's arrays on the state (the same for every window, order
         # and force, so a controller changing those keeps them)
         object.__setattr__(self, "_cache_key", ("knapsack", self.stat, repr(self.predictor)))
