@@ -34,6 +34,15 @@ def test_policy_keeps_the_contract(name):
     assert (report.throttled_jobs > 0) == (entry.needs != "budget")
 
 
+@pytest.mark.parametrize("backfill", ["queue", "easy"])
+def test_the_knapsack_keeps_the_contract_backfilling_past_its_window(backfill):
+    """The knapsack's ``backfill`` settings, with a window of 2 so that windows fill and
+    jobs are held in the small cases, keep the contract in every order."""
+    report = check_policy("knapsack", {"backfill": backfill, "window": 2}, seeds=SEEDS)
+    assert {s["order"] for s in report.specs} == set(REGISTRY["knapsack"].orders)
+    assert report.starts_compared > 10 * report.snapshots and report.throttled_jobs > 0
+
+
 def test_a_registered_entry_is_checked_under_its_name_and_settings():
     report = check_policy(REGISTRY["easy"], {"order": "sjf"}, seeds=range(1))
     assert report.policy == "easy" and report.specs == ({"name": "easy", "order": "sjf"},)
