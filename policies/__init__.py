@@ -22,8 +22,9 @@ from olsctl.policies.core.order import ORDERS
 from olsctl.policies.core.registry import CompiledPath, Param, Policy, PolicyEntry
 from olsctl.policies.easy import EasyBackfill
 from olsctl.policies.mqbf import MultiQueueBackfill
-from olsctl.policies.power.capping import NaiveCapping
+from olsctl.policies.power.capping import FORCE, NaiveCapping
 from olsctl.policies.power.easy_power import PowerEasy
+from olsctl.policies.power.held import BACKFILL_CODES
 from olsctl.policies.power.knapsack import GreedyKnapsack, WindowKnapsack
 from olsctl.policies.power.verify import VERIFY
 
@@ -83,11 +84,11 @@ REGISTRY: dict[str, PolicyEntry] = {
                 "headroom": Param(str, "measured", ("measured", "predicted"),
                                   "running jobs at their measured power, or at least at "
                                   "their predicted stat"),
-                "force": Param(str, "reserve", ("now", "when-fits", "reserve"),
+                "force": Param(str, "reserve", FORCE,
                                "full window and nothing fits: the job in it longest starts "
                                "now (Wallace), or holds the machine until it fits, or "
                                "holds it but lets jobs that end before then start"),
-                "backfill": Param(str, "window", ("window", "queue", "easy"),
+                "backfill": Param(str, "window", tuple(BACKFILL_CODES),
                                   "while reserve holds the machine, the jobs that may "
                                   "start: the window's, or the whole queue's (ending "
                                   "before the held job fits; easy: or leaving it room)"),

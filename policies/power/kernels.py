@@ -25,7 +25,6 @@ FORCE_NOW, FORCE_WHEN_FITS, FORCE_RESERVE = 0, 1, 2
 
 FORCE_CODES = {"now": FORCE_NOW, "when-fits": FORCE_WHEN_FITS, "reserve": FORCE_RESERVE}
 
-
 #: ``kint``: the window, the force mode, whether running jobs count at their prediction
 #: too (headroom predicted), the machine's processors, the forced starts so far, the
 #: held job kept between passes (0: not kept, searched at each pass; 1: none; else the
@@ -195,10 +194,9 @@ def main_pass(now: float, active: int, busy: int, waiting: np.ndarray, nq: int,
               ph_start: np.ndarray, ph_w: np.ndarray, juser: np.ndarray,
               gpred: np.ndarray, entry: np.ndarray, seen: np.ndarray, kint: np.ndarray,
               kflt: np.ndarray, window: int, force: int, backfill: int, predicted: bool,
-              total: int,
-              idle_w: float, sleep_w: float, cap_w: float, started: np.ndarray, code: int,
-              kept: np.ndarray, n_kept: int, listed: np.ndarray, rank: np.ndarray,
-              key: np.ndarray, order: np.ndarray, marked: np.ndarray,
+              total: int, idle_w: float, sleep_w: float, cap_w: float, started: np.ndarray,
+              code: int, kept: np.ndarray, n_kept: int, listed: np.ndarray,
+              rank: np.ndarray, key: np.ndarray, order: np.ndarray, marked: np.ndarray,
               marked_at: np.ndarray) -> tuple:
     """The main simulator's pass (:class:`olsctl.policies.power.knapsack.WindowKnapsack`)
     in one call, its settings (``window`` ... ``cap_w``) put in ``kint`` and ``kflt``:

@@ -13,10 +13,10 @@ import numpy as np
 from olsctl.policies.core.jit import compiled
 from olsctl.policies.core.order import ORDER_CODES
 from olsctl.policies.power.capping import FORCE, _PowerPolicy, _increase, force_if_idle
-from olsctl.power.predict import History, Naive, Oracle
-from olsctl.power.runtime import flat_phases
 from olsctl.policies.power.held import BACKFILL_CODES
 from olsctl.policies.power.kernels import FORCE_CODES, K_FORCED, N_KFLT, N_KINT
+from olsctl.power.predict import History, Naive, Oracle
+from olsctl.power.runtime import flat_phases
 
 if TYPE_CHECKING:
     from olsctl.state import SimState
