@@ -355,3 +355,37 @@ def test_boundaries_let_pass_while_the_limit_is_calm_change_nothing(tmp_path, re
                                                       .read_text().splitlines())
               if r["kind"] == "sample"] for s in (True, False)]
     assert len(feeds[0]) > 100 and feeds[0] == feeds[1]
+
+
+def test_a_snapshot_carries_the_limit_data_of_its_own_jobs_only():
+    # Two processors, cap 1100 W, kappa 0.5. A (100 s) and B (300 s), one processor at
+    # 800 W each, start at 0: one clock holds both to 550 W. A ends at 100 g; B then runs
+    # at full clock. C (two processors) waits for B. A snapshot at 250 holds B running
+    # and C waiting: B's clock, work, energy and throttled mark, renumbered; nothing of
+    # A, which has ended (its energy, stretch and mark stay with the run).
+    rows = [(1, 0, 100, 1), (2, 0, 300, 1), (3, 0, 10, 2)]
+    w = workload_from_rows(rows, 2)
+    sim = make_main(w)
+    sim.state.power = power_state(
+        _profiles([[(1.0, 800.0)], [(1.0, 800.0)], [(1.0, 200.0)]]), [0, 1, 2],
+        0.0, 0.0, PEAK_W, CapSchedule.constant(1100.0))
+    sim.state.power.kappa = [0.5, 0.5, 0.5]
+    sim.state.limit = Limit(LimitSettings("clock", 0.2, STATIC_W, 3.0))
+    snaps = []
+    sim.at(250.0, lambda s: snaps.append(s.state.snapshot()))
+    sim.run()
+    g = _g(0.5, 550.0, 800.0)
+    lim = sim.state.limit
+    assert lim.hit == {0, 1} and lim.stretch[0] == pytest.approx(100.0 * (g - 1.0))
+    (snap,) = snaps
+    assert snap.job_id.tolist() == [2, 3]  # B running, then C waiting
+    sub = snap.limit
+    assert sub.hit == {0} and sub.stretch == {}
+    assert set(sub.energy) == set(sub.level) == {0}
+    a_end = 100.0 * g
+    b_work = a_end / (300.0 * g)  # B's share done by A's end, at A's clock
+    assert sub.work[0] == pytest.approx(b_work, rel=1e-12)
+    assert sub.t_ref[0] == pytest.approx(a_end, rel=1e-12)
+    assert sub.energy[0] == pytest.approx(550.0 * a_end, rel=1e-12)
+    assert sub.level[0] == sub.demand[0] == 800.0
+    assert sub.end[0] == pytest.approx(a_end + 300.0 * (1.0 - b_work), rel=1e-12)

@@ -334,14 +334,23 @@ class Limit:
         jobs carry their clocks and work; counters start at zero, nothing is logged."""
         new = {old: i for i, old in enumerate(idx)}
         out = Limit(self.settings)
-        for name in ("demand", "level", "work", "t_ref", "span", "phase", "end", "energy",
-                     "version", "stretch"):
+        # (the running jobs' data in the order it has: the share rules sum over it)
+        for name in ("demand", "level", "work", "t_ref", "span", "phase", "end",
+                     "version"):
             src, dst = getattr(self, name), getattr(out, name)
             for old, v in src.items():
                 i = new.get(old)
                 if i is not None:
                     dst[i] = v
-        out.hit = {new[j] for j in self.hit if j in new}
+        # (kept for every job the run has started: looked up by job, never in order)
+        for name in ("energy", "stretch"):
+            src, dst = getattr(self, name), getattr(out, name)
+            for old, i in new.items():
+                v = src.get(old)
+                if v is not None:
+                    dst[i] = v
+        hit = self.hit
+        out.hit = {i for old, i in new.items() if old in hit}
         out.heap = [(t, new[j], v) for t, j, v in self.heap
                     if j in new and self.version.get(j) == v]
         out.heap.sort()
