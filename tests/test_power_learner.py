@@ -17,7 +17,7 @@ from olsctl.policies import make_policy
 from olsctl.power.cap import CapSchedule
 from olsctl.power.learn import EMPTY, Learner, catch_up, learn, reading_levels, readings
 from olsctl.power.profiles import PowerProfiles, ProfileSettings, synthetic_profiles
-from olsctl.power.runtime import power_state
+from olsctl.power.runtime import Profiles, power_state
 from olsctl.state import SimState
 from olsctl.whatif import run_whatif
 
@@ -207,3 +207,39 @@ def test_learner_whatif_fidelity_with_profiles_learned_from_running_jobs(data):
     assert not res.unstarted
     assert {j: truth[j] for j in res.job_id.tolist()} == dict(zip(res.job_id.tolist(),
                                                                   res.start_s.tolist()))
+
+
+@pytest.mark.parametrize("fold_at", [0, 1, 32])
+def test_profiles_a_snapshot_shares_never_change_under_it(monkeypatch, fold_at):
+    # A run's profiles, a snapshot's copy and a what-if's copy of that: each side goes
+    # on learning (the inlined rule of catch_up: own_profile, then change in place) and
+    # sees only its own readings, whether the copies folded the changed profiles into a
+    # shared base (fold_at 0 and 1) or copied them (32).
+    monkeypatch.setattr(Profiles, "FOLD_AT", fold_at)
+
+    def feed(store, key, x):
+        learn(store.own_profile(key, EMPTY), 1, x, 0.0, 2, 0.01)
+
+    run = Profiles()
+    for k in range(3):
+        feed(run, k, 100.0)
+        feed(run, k, 100.0)
+    snap = run.fork()
+    whatif = snap.fork()
+    feed(run, 0, 900.0)
+    feed(run, 0, 900.0)
+    feed(run, 3, 50.0)
+    feed(snap, 1, 500.0)
+    feed(whatif, 2, 7.0)
+    feed(whatif, 2, 7.0)
+    learned = {k: run.get(k)[0] for k in range(4)}
+    assert learned == {0: 900.0, 1: 100.0, 2: 100.0, 3: None}
+    assert [snap.get(k)[0] for k in range(3)] == [100.0, 100.0, 100.0]
+    # (a learned profile keeps one new reading apart until min_samples of them)
+    assert snap.get(1) == [100.0, 2, 100.0, 0.0, 1, 500.0, 0.0]
+    assert run.get(1) == whatif.get(1) == [100.0, 2, 100.0, 0.0, 0, 0.0, 0.0]
+    assert snap.get(3) is None and whatif.get(3) is None
+    assert [whatif.get(k)[0] for k in range(3)] == [100.0, 100.0, 7.0]
+    with pytest.raises(KeyError):
+        whatif[("job", 99)]
+

@@ -26,8 +26,9 @@ ticks and cap changes) and a what-if of its snapshot (passes at completions) lea
 exactly the same; the 20-reading rule is applied at exactly the 20th reading.
 
 Profiles are kept as count, mean and sum of squared deviations (enough for the test),
-as plain lists in ``PowerState.learned``; per-job counts of readings fed are in
-``PowerState.fed``: snapshots carry both.
+as plain lists in ``PowerState.learned`` (a :class:`~olsctl.power.runtime.Profiles`,
+which a snapshot shares until either side changes a profile); per-job counts of
+readings fed are in ``PowerState.fed``: snapshots carry both.
 """
 
 from __future__ import annotations
@@ -209,9 +210,7 @@ def catch_up(state: "SimState", now_s: float, settings: Learner = Learner()) -> 
         x = item[2]
         for key in item[3:]:
             # learn(profile, 1, x, 0.0, need, alpha), inlined: this runs per reading
-            profile = learned.get(key)
-            if profile is None:
-                profile = learned[key] = list(EMPTY)
+            profile = learned.own_profile(key, EMPTY)
             if profile[0] is None:
                 n = profile[1] + 1
                 d = x - profile[2]

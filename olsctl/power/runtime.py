@@ -72,6 +72,60 @@ def _picker(idx: list[int]):
     return lambda values: [values[j] for j in idx]
 
 
+class Profiles:
+    """The learner's profiles by key (:mod:`olsctl.power.learn`), in a form snapshots
+    share: ``base``, never changed once it may be shared, and ``own``, the profiles this
+    state changed since, its own lists. A writer takes a profile into ``own`` before it
+    changes it (:meth:`own_profile`). A snapshot's copy (:meth:`fork`) shares ``base``
+    and copies ``own``, folding ``own`` into a new ``base`` first once it holds more
+    than :attr:`FOLD_AT` profiles: a tick's snapshot and its what-ifs then cost what the
+    profiles changed since the last fold cost, not every profile the run has learned."""
+
+    __slots__ = ("base", "own")
+
+    FOLD_AT = 32
+
+    def __init__(self, base: dict | None = None, own: dict | None = None) -> None:
+        self.base = {} if base is None else base
+        self.own = {} if own is None else own
+
+    def get(self, key):
+        v = self.own.get(key)
+        return self.base.get(key) if v is None else v
+
+    def __getitem__(self, key):
+        v = self.get(key)
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def as_dict(self) -> dict:
+        """Every profile by key, as one dict (for reading, not for changing)."""
+        return {**self.base, **self.own}
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Profiles):
+            other = other.as_dict()
+        return self.as_dict() == other
+
+    __hash__ = None  # (mutable)
+
+    def own_profile(self, key, empty: tuple) -> list:
+        """The profile of ``key`` as this state's own list, to change in place (a copy
+        of the shared one, or ``empty`` as a list)."""
+        v = self.own.get(key)
+        if v is None:
+            b = self.base.get(key)
+            v = self.own[key] = list(empty if b is None else b)
+        return v
+
+    def fork(self) -> "Profiles":
+        if len(self.own) > self.FOLD_AT:
+            self.base = {**self.base, **self.own}
+            self.own = {}
+        return Profiles(self.base, {k: list(v) for k, v in self.own.items()})
+
+
 @dataclass
 class PowerState:
     """Power data of one simulation (indexed like the state's jobs)."""
@@ -97,7 +151,7 @@ class PowerState:
     #: per job: key of "the same job" (olsctl.workload.Workload.job_keys), for the learner
     job_key: list[int] = field(default_factory=list)
     #: learned profiles (olsctl.power.learn), fed when ``learning``
-    learned: dict = field(default_factory=dict)
+    learned: Profiles = field(default_factory=Profiles)
     learning: bool = False
     sample_s: float = 300.0
     #: the learner's bookkeeping: per job, readings fed so far; the time of its last
@@ -253,7 +307,7 @@ class PowerState:
             idle_w=self.idle_w, sleep_w=self.sleep_w, peak_w=self.peak_w, cap=self.cap,
             history=dict(self.history), forced_starts=self.forced_starts,
             window_entry=pick(self.window_entry),
-            learned={k: list(v) for k, v in self.learned.items()}, learning=self.learning,
+            learned=self.learned.fork(), learning=self.learning,
             sample_s=self.sample_s, fed=pick(self.fed), fed_until_s=self.fed_until_s,
             pending=list(self.pending), predicted={}, _flat=None,
             flat_from=(self.flat(), np.array(idx, dtype=np.int64) if rows is None else rows),
