@@ -226,6 +226,9 @@ def test_profiles_a_snapshot_shares_never_change_under_it(monkeypatch, fold_at):
         feed(run, k, 100.0)
     snap = run.fork()
     whatif = snap.fork()
+    # (a copy shares what is folded: it costs the profiles changed since, not all)
+    assert whatif.base is snap.base is run.base
+    assert len(snap.own) == (0 if fold_at < 3 else 3)
     feed(run, 0, 900.0)
     feed(run, 0, 900.0)
     feed(run, 3, 50.0)
