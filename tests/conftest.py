@@ -154,20 +154,31 @@ def run_whatif_all(
 
 
 #: the tests that also run with numba's JIT disabled (marker ``nojit``): the kernels' own
-#: tests (EASY's and MQBF's), EASY's hand-worked rules and oracle, the contract suites'
-#: EASY cases (EASY and the power-aware EASY), the compiled what-if batches' tests, SLA
+#: tests (EASY's and MQBF's), EASY's hand-worked rules and oracle, the power-aware
+#: policies' hand-worked cases and fidelity, the knapsack kernels' quick tests, the
+#: contract suites' EASY and knapsack cases (EASY, the power-aware EASY, the window
+#: knapsack with its backfill settings), the compiled what-if batches' tests, SLA
 #: feedback's kernel, and the hand-worked cases of the SLA cut-off of what-ifs.
 #: ``pytest`` runs them again uncompiled in a subprocess (tests/test_kernels.py); by
-#: hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``.
+#: hand: ``NUMBA_DISABLE_JIT=1 pytest -m nojit``. Left compiled only (minutes of plain
+#: Python each, over code the cases above run too): the knapsack's tests over a whole
+#: log's what-ifs, and MQBF's what-if on SDSC-SP2 (its KTH-SP2 case stays).
 NOJIT_TESTS = {
     "test_kernels.py": None,
     "test_mqbf_kernel.py": None,
     "test_easy_rules.py": None,
     "test_easy_batch.py": None,
     "test_mqbf_batch.py": None,
+    "test_power_policies.py": None,
+    "test_knapsack_kernel.py": ("test_the_knapsack_choice_is_the_textbook_programs",
+                                "test_the_main_pass_reads_the_running_jobs_as_the_state",
+                                "test_a_templates_users_are_numbered",
+                                "test_the_power_state_holds_every_window_mark"),
     "test_properties.py": ("test_main_matches_reference_easy",
                            "test_whatif_from_snapshot_reproduces_main"),
-    "test_contract.py": ("test_policy_keeps_the_contract[easy",),
+    "test_contract.py": ("test_policy_keeps_the_contract[easy",
+                         "test_policy_keeps_the_contract[knapsack]",
+                         "test_the_knapsack_keeps_the_contract"),
     "test_contract_controller.py": ("test_one_candidate_predicts_what_happens[easy-",),
     "test_feedback.py": ("test_pairwise_sum_has_the_bits", "test_window_metric_equals"),
     "test_mutants.py": ("test_a_what_if_whose_full_metric_equals_the_limit_is_not_cut_short",
@@ -181,9 +192,15 @@ def pytest_configure(config) -> None:
                    "nojit); tests/test_kernels.py runs them so")
 
 
+#: of the files NOJIT_TESTS takes whole, the tests left compiled only (see above)
+NOT_NOJIT = ("test_the_kernel_gives_the_python_what_if_on_a_real_log[SDSC-SP2",)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         names = NOJIT_TESTS.get(item.path.name, ())
+        if item.name.startswith(NOT_NOJIT):
+            continue
         if names is None or any(item.name.startswith(n) for n in names):
             item.add_marker(pytest.mark.nojit)
 
