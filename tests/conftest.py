@@ -8,6 +8,11 @@ simulator and on the what-if engine (started from an empty machine, every job an
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -203,6 +208,64 @@ def pytest_collection_modifyitems(config, items) -> None:
             continue
         if names is None or any(item.name.startswith(n) for n in names):
             item.add_marker(pytest.mark.nojit)
+
+
+#: the test that runs the nojit subset uncompiled (tests/test_kernels.py)
+NOJIT_RUNNER = "test_the_nojit_subset_passes_uncompiled"
+
+
+class NojitRun:
+    """The nojit subset run uncompiled in a subprocess (``NUMBA_DISABLE_JIT=1``), started
+    as soon as a session has collected :data:`NOJIT_RUNNER`, so that it runs on a second
+    core beside the other tests; that test waits for it and reads its outcome. Its own
+    temporary folder, and its output in a file (a pipe nobody reads could fill)."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="olsctl-nojit-"))
+        self.log = open(self.folder / "out.txt", "w+")
+        env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-m", "nojit", "-p",
+             "no:cacheprovider", "--basetemp", str(self.folder / "tmp"),
+             str(REPO_ROOT / "tests")],
+            cwd=REPO_ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+
+    def outcome(self, timeout_s: float) -> tuple[int, str]:
+        """(exit code, the last lines of its output), once it has ended."""
+        code = self.proc.wait(timeout=timeout_s)
+        self.log.seek(0)
+        return code, "\n".join(self.log.read().splitlines()[-30:])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:  # (the session stopped first: Ctrl-C, -x)
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def pytest_collection_finish(session) -> None:
+    from numba.core import config as numba_config
+
+    if numba_config.DISABLE_JIT:
+        return  # (already uncompiled: the test skips)
+    if any(item.name == NOJIT_RUNNER for item in session.items):
+        session.config.stash[_NOJIT] = NojitRun()
+
+
+def pytest_sessionfinish(session) -> None:
+    run = session.config.stash.get(_NOJIT, None)
+    if run is not None:
+        run.close()
+
+
+_NOJIT = pytest.StashKey[NojitRun]()
+
+
+@pytest.fixture
+def nojit_run(request) -> NojitRun:
+    """The session's uncompiled run of the nojit subset (see :class:`NojitRun`)."""
+    return request.config.stash[_NOJIT]
 
 
 @pytest.fixture

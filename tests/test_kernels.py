@@ -688,19 +688,15 @@ def test_compiled_loop_in_a_fixed_order_matches_the_engine_loop_on_a_congested_q
 
 # -- the uncompiled subset -----------------------------------------------------------------
 
-def test_the_nojit_subset_passes_uncompiled():
+def test_the_nojit_subset_passes_uncompiled(request):
     """The tests marked ``nojit`` (conftest.py: these, EASY's rules and oracle, the
-    contract suites' EASY cases) pass with numba's JIT disabled: the kernels' source is
-    the policy, compiled or not."""
+    contract suites' EASY and knapsack cases, ...) pass with numba's JIT disabled: the
+    kernels' source is the policy, compiled or not. The subset runs in a subprocess
+    that the session started once it had collected this test (conftest.NojitRun)."""
     if numba_config.DISABLE_JIT:
         pytest.skip("already running uncompiled")
-    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-m", "nojit", "-p", "no:cacheprovider",
-         str(REPO_ROOT / "tests")],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    tail = "\n".join(out.stdout.splitlines()[-30:])
-    assert out.returncode == 0, tail
+    code, tail = request.getfixturevalue("nojit_run").outcome(timeout_s=1800)
+    assert code == 0, tail
     assert " passed" in tail and " failed" not in tail, tail
 
 
