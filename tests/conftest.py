@@ -244,11 +244,14 @@ class NojitRun:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+_NOJIT = pytest.StashKey[NojitRun]()
+
+
 def pytest_collection_finish(session) -> None:
     from numba.core import config as numba_config
 
-    if numba_config.DISABLE_JIT:
-        return  # (already uncompiled: the test skips)
+    if numba_config.DISABLE_JIT or session.config.option.collectonly:
+        return  # (already uncompiled, the test skips; or nothing runs)
     if any(item.name == NOJIT_RUNNER for item in session.items):
         session.config.stash[_NOJIT] = NojitRun()
 
@@ -257,9 +260,6 @@ def pytest_sessionfinish(session) -> None:
     run = session.config.stash.get(_NOJIT, None)
     if run is not None:
         run.close()
-
-
-_NOJIT = pytest.StashKey[NojitRun]()
 
 
 @pytest.fixture

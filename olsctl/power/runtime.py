@@ -103,13 +103,6 @@ class Profiles:
         """Every profile by key, as one dict (for reading, not for changing)."""
         return {**self.base, **self.own}
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, Profiles):
-            other = other.as_dict()
-        return self.as_dict() == other
-
-    __hash__ = None  # (mutable)
-
     def own_profile(self, key, empty: tuple) -> list:
         """The profile of ``key`` as this state's own list, to change in place (a copy
         of the shared one, or ``empty`` as a list)."""
